@@ -1,0 +1,49 @@
+/* mkb: the command table and dispatch. Each command lives in cmd_<name>.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/log.h"
+
+const struct mkb_command mkb_commands[] = {
+    {"problems", cmd_problems, "list the catalog, or show one problem's spec sheet", "cpu"},
+    {"ref", cmd_ref, "draw a problem's inputs and run its reference; write .npy files", "cpu"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mkb <command> [options]\n"
+            "\n"
+            "mkb is MetaKernelBench: does a skill an agent distils writing a GPU kernel in one DSL\n"
+            "help a fresh attempt in another DSL?\n"
+            "\n"
+            "commands:\n");
+    for (const struct mkb_command *c = mkb_commands; c->name; c++)
+        fprintf(f, "  %-10s %s (needs: %s)\n", c->name, c->summary, c->needs);
+    fprintf(f,
+            "\n"
+            "Run 'mkb <command> --help' for a command's options.\n"
+            "Exit codes: 0 ok, 1 the thing checked failed, 2 usage or bad input, 3 system error.\n"
+            "Set MKB_LOG=debug for the error trace of a failure.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("mkb %s\n", MKB_VERSION);
+        return 0;
+    }
+    for (const struct mkb_command *c = mkb_commands; c->name; c++)
+        if (!strcmp(argv[1], c->name)) return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "mkb: '%s' is not a command; see 'mkb --help'\n", argv[1]);
+    return 2;
+}

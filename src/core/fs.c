@@ -1,0 +1,125 @@
+/* File-system helpers (see fs.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "core/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum mkb_status mkb_path_join(char *buf, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) return mkb_error(MKB_ERR_INVALID, "path too long: '%s/%s'", dir, name);
+    return MKB_OK;
+}
+
+enum mkb_status mkb_mkdir_p(const char *dir) {
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof buf) return mkb_error(MKB_ERR_INVALID, "bad directory name '%s'", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return mkb_error(MKB_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) return mkb_error(MKB_ERR_IO, "cannot create directory '%s': %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return mkb_error(MKB_ERR_IO, "cannot create directory '%s': a file of that name exists", dir);
+    return MKB_OK;
+}
+
+enum mkb_status mkb_read_file(const char *path, char **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mkb_error(errno == ENOENT ? MKB_ERR_NOT_FOUND : MKB_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return mkb_error(MKB_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    for (;;) {
+        if (cap - n < 2) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return mkb_error(MKB_ERR_NOMEM, "out of memory reading '%s'", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return mkb_error(MKB_ERR_IO, "cannot read '%s'", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len) *len = n;
+    return MKB_OK;
+}
+
+static void fsync_parent(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        strcpy(dir, ".");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n == 0) n = 1;
+        if (n >= sizeof dir) return;
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+enum mkb_status mkb_write_file_atomic(const char *path, const void *data, size_t len) {
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp) return mkb_error(MKB_ERR_INVALID, "path too long: '%s'", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+    }
+    fsync_parent(path);
+    return MKB_OK;
+}

@@ -1,0 +1,19 @@
+/* File-system helpers: directories, whole-file reads, atomic writes (tmp + fsync + rename).
+ * Every failure names the path and the system's reason. */
+#ifndef MKB_CORE_FS_H
+#define MKB_CORE_FS_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+/* Create dir and its parents (mode 0755); fine if it already exists as a directory. */
+enum mkb_status mkb_mkdir_p(const char *dir);
+/* Read a whole file; *data is malloc'ed (NUL-terminated for convenience), caller frees. */
+enum mkb_status mkb_read_file(const char *path, char **data, size_t *len);
+/* Write atomically: path.tmp.<pid>, fsync, rename over path, fsync the directory. */
+enum mkb_status mkb_write_file_atomic(const char *path, const void *data, size_t len);
+/* Join a directory and a name into buf (error if it does not fit). */
+enum mkb_status mkb_path_join(char *buf, size_t cap, const char *dir, const char *name);
+
+#endif

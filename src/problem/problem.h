@@ -1,0 +1,152 @@
+/* Problems: the const struct one file under src/problems/<family>/NN_name.c fills, the
+ * registry generated from those files at build time, and the runner that draws a problem's
+ * inputs and evaluates its reference program.
+ *
+ * A problem file defines `MKB_PROBLEM(NN) = { ... };` and nothing else that is visible.
+ * Shapes are written with the problem's dims by name ("B S H"); each dim has a full-workload
+ * and a test-workload value. Inputs are positional, as `solve(*inputs)` receives them:
+ * tensors and Python scalars. Simple inputs are drawn declaratively (struct mkb_draw); the rest
+ * by the problem's generate() callback. The reference program is straight-line op code
+ * (ops.h); its failures are sticky in the context.
+ *
+ * Nothing outside src/problems/ names a specific problem. */
+#ifndef MKB_PROBLEM_PROBLEM_H
+#define MKB_PROBLEM_PROBLEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor/ops.h"
+
+#define MKB_MAX_ARGS 16
+#define MKB_MAX_PROBLEM_DIMS 16
+
+enum mkb_scale { MKB_SCALE_FULL, MKB_SCALE_TEST };
+
+struct mkb_dim_spec {
+    const char *name; /* "H" */
+    int64_t full, test;
+    const char *what; /* "hidden size" */
+};
+
+enum mkb_arg_kind { MKB_ARG_TENSOR, MKB_ARG_FLOAT, MKB_ARG_INT };
+
+enum mkb_draw_kind {
+    MKB_DRAW_CUSTOM,  /* the problem's generate() makes it */
+    MKB_DRAW_NORMAL,  /* N(0,1) */
+    MKB_DRAW_UNIFORM, /* U[lo, hi) */
+    MKB_DRAW_INT,     /* U{lo..hi}; hi_dim, when set, makes hi = dim - 1 */
+};
+
+/* Declarative draw, evaluated in this order, every step an op in draw_dtype (so it rounds as an
+ * eager framework would): x = draw; x = x / sqrt(rsqrt_dim) if set; x = x * scale if scale != 0
+ * and != 1; x = x + shift if shift != 0; finally cast to the input's dtype. draw_dtype defaults
+ * to the input's dtype. The draw uses stream MKB_STREAM(input index, 0). */
+struct mkb_draw {
+    enum mkb_draw_kind kind;
+    enum mkb_dtype draw_dtype;
+    bool has_draw_dtype;
+    const char *rsqrt_dim;
+    double scale, shift;
+    double lo, hi;
+    const char *hi_dim;
+};
+
+struct mkb_input_spec {
+    const char *name;
+    enum mkb_arg_kind kind;
+    enum mkb_dtype dtype;  /* tensors */
+    const char *shape;     /* tensors: dim names separated by spaces; "" for a 0-d tensor */
+    const char *values;    /* how it is drawn, for the spec sheet */
+    struct mkb_draw draw;  /* tensors */
+    double value;          /* MKB_ARG_FLOAT / MKB_ARG_INT: the scalar passed */
+};
+
+struct mkb_output_spec {
+    const char *name;
+    enum mkb_dtype dtype;
+    const char *shape;
+    int inplace_of; /* index of the input it overwrites, or -1: a fresh tensor */
+    const char *note;
+};
+
+struct mkb_dims {
+    int n;
+    const struct mkb_dim_spec *spec;
+    int64_t v[MKB_MAX_PROBLEM_DIMS];
+};
+
+/* Positional arguments: t[i] for tensor inputs, s[i] for scalars. */
+struct mkb_args {
+    int n;
+    struct mkb_tensor *t[MKB_MAX_ARGS];
+    double s[MKB_MAX_ARGS];
+};
+
+struct mkb_problem {
+    int id;
+    const char *name;    /* "28_fused_add_rmsnorm_h4096_llama31_8b_bf16" */
+    const char *family;  /* "mlp_norm" */
+    const char *source;  /* provenance */
+    const char *model;
+    const char *summary; /* one line */
+    const struct mkb_dim_spec *dims;       /* terminated by {0} */
+    const struct mkb_input_spec *inputs;   /* terminated by {0} */
+    const struct mkb_output_spec *outputs; /* terminated by {0} */
+    /* Optional: fill every MKB_DRAW_CUSTOM input of `in` (the declarative ones are already
+     * drawn, in input order, before this runs). */
+    void (*generate)(struct mkb_ctx *c, const struct mkb_dims *d, struct mkb_args *in);
+    /* The reference program: read in, set out[0..noutputs-1]. */
+    void (*reference)(struct mkb_ctx *c, const struct mkb_dims *d, const struct mkb_args *in,
+                      struct mkb_tensor **out);
+    /* Optional: extra structural checks of drawn inputs (e.g. sum of grid sizes = P), run by the
+     * tests; return false and fail the context with a message when violated. */
+    bool (*validate)(struct mkb_ctx *c, const struct mkb_dims *d, const struct mkb_args *in);
+};
+
+#define MKB_PROBLEM(nn) const struct mkb_problem mkb_problem_##nn
+/* Philox stream of input i's sub-draw j. */
+#define MKB_STREAM(i, j) ((uint32_t)((i) * 256 + (j)))
+
+/* ---- registry (registry.c is generated from the file names) ---- */
+struct mkb_registry_entry {
+    const struct mkb_problem *p;
+    const char *file; /* "mlp_norm/28_fused_add_rmsnorm_h4096_llama31_8b_bf16.c" */
+};
+extern const struct mkb_registry_entry mkb_registry[];
+extern const int mkb_registry_count;
+
+/* By id ("28"), by full name, or by a unique name prefix; MKB_ERR_NOT_FOUND otherwise. */
+enum mkb_status mkb_problem_find(const char *key, const struct mkb_problem **out);
+int mkb_problem_ninputs(const struct mkb_problem *p);
+int mkb_problem_noutputs(const struct mkb_problem *p);
+
+/* ---- dims and shapes ---- */
+void mkb_dims_init(struct mkb_dims *d, const struct mkb_problem *p, enum mkb_scale s);
+/* Value of a named dim; asserts it exists (a typo in a problem file is a programmer bug). */
+int64_t mkb_dim(const struct mkb_dims *d, const char *name);
+/* Parse "B S H" against dims; returns ndim or -1 with an error set. */
+int mkb_shape_parse(const struct mkb_dims *d, const char *shape, int64_t out[MKB_MAX_DIMS]);
+
+/* ---- running ---- */
+/* Draw every input of p into in (in the context's precision policy, which callers set to
+ * MKB_PREC_COMPUTE so inputs carry their stated dtypes). Checks shapes and dtypes. */
+enum mkb_status mkb_problem_generate(struct mkb_ctx *c, const struct mkb_problem *p, const struct mkb_dims *d,
+                                     struct mkb_args *in);
+/* Upcast every floating tensor input to fp64 (for the anchor run). */
+enum mkb_status mkb_args_promote(struct mkb_ctx *c, const struct mkb_args *in, struct mkb_args *out);
+/* Run the reference and check the outputs' count, shapes and dtypes against the spec (dtypes:
+ * the stated ones in compute precision, fp64 for floats under MKB_PREC_FP64). */
+enum mkb_status mkb_problem_run(struct mkb_ctx *c, const struct mkb_problem *p, const struct mkb_dims *d,
+                                const struct mkb_args *in, struct mkb_tensor **out);
+
+/* ---- cost ---- */
+struct mkb_cost {
+    double flops;     /* sum over the reference's ops */
+    double min_bytes; /* every input read once + every output written once */
+    double op_bytes;  /* sum over the reference's ops (unfused traffic) */
+};
+/* Costs a workload with a meta context: nothing floating is drawn or computed. */
+enum mkb_status mkb_problem_cost(const struct mkb_problem *p, enum mkb_scale s, struct mkb_cost *out);
+
+#endif
