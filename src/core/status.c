@@ -64,13 +64,21 @@ enum mkb_status mkb_error_relay(enum mkb_status s, const char *file, int line) {
 }
 
 enum mkb_status mkb_error_wrap(enum mkb_status s, const char *fmt, ...) {
-    char prefix[MKB_MSG_MAX], old[MKB_MSG_MAX];
+    char old[MKB_MSG_MAX];
+    memcpy(old, msg_buf, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(msg_buf, sizeof msg_buf, fmt, ap);
     va_end(ap);
-    memcpy(old, msg_buf, sizeof old);
-    snprintf(msg_buf, sizeof msg_buf, "%s: %s", prefix, old);
+    if (n >= 0 && (size_t)n < sizeof msg_buf - 2) {
+        size_t used = (size_t)n;
+        msg_buf[used++] = ':';
+        msg_buf[used++] = ' ';
+        size_t left = sizeof msg_buf - used - 1, len = strlen(old);
+        if (len > left) len = left; /* a message longer than the buffer is cut short */
+        memcpy(msg_buf + used, old, len);
+        msg_buf[used + len] = '\0';
+    }
     return s;
 }
 

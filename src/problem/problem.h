@@ -4,7 +4,8 @@
  *
  * A problem file defines `MKB_PROBLEM(NN) = { ... };` and nothing else that is visible.
  * Shapes are written with the problem's dims by name ("B S H"); each dim has a full-workload
- * and a test-workload value. Inputs are positional, as `solve(*inputs)` receives them:
+ * and a test-workload value. A shape token may also be a decimal literal ("B S 1") or a product
+ * of dims and literals ("2*I", "NH*D"). Inputs are positional, as `solve(*inputs)` receives them:
  * tensors and Python scalars. Simple inputs are drawn declaratively (struct mkb_draw); the rest
  * by the problem's generate() callback. The reference program is straight-line op code
  * (ops.h); its failures are sticky in the context.
@@ -116,7 +117,9 @@ struct mkb_registry_entry {
 extern const struct mkb_registry_entry mkb_registry[];
 extern const int mkb_registry_count;
 
-/* By id ("28"), by full name, or by a unique name prefix; MKB_ERR_NOT_FOUND otherwise. */
+/* By id ("28"), by full name, or by a unique prefix of the name with or without its id
+ * ("28_fused", "fused_add"); a prefix naming several problems is MKB_ERR_INVALID (the message
+ * lists them); MKB_ERR_NOT_FOUND otherwise. */
 enum mkb_status mkb_problem_find(const char *key, const struct mkb_problem **out);
 int mkb_problem_ninputs(const struct mkb_problem *p);
 int mkb_problem_noutputs(const struct mkb_problem *p);

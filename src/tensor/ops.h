@@ -56,7 +56,8 @@ struct mkb_op_call {
     bool keepdim;        /* REDUCE */
     bool trans_a, trans_b; /* MATMUL */
     double scalar;       /* SCALAR (already rounded to acc), FULL value */
-    double lo, hi;       /* RAND: [lo, hi); RANDINT: {lo..hi} */
+    double lo, hi;       /* RAND: [lo, hi) */
+    int64_t ilo, ihi;    /* RANDINT: {ilo..ihi} */
     uint64_t seed;       /* GEN */
     uint32_t stream;     /* GEN */
 };

@@ -78,11 +78,17 @@ MKB_HD double mkb_uniform53(uint32_t a, uint32_t b) {
 #endif
 
 /* ln(x) for x in (0, 1]: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s),
- * s = (m - 1)/(m + 1), |s| < 0.1716, odd series to s^23 (truncation < 1e-19). */
+ * s = (m - 1)/(m + 1), |s| < 0.1716, odd series to s^23 (truncation < 1e-19). A subnormal x
+ * is first scaled by 2^54 (exact); the draws never produce one (1 - u >= 2^-53). */
 MKB_HD double mkb_rng_log(double x) {
+    int scaled = 0;
+    if (x < 0x1p-1022) {
+        x = MKB_DMUL(x, 0x1p54);
+        scaled = 54;
+    }
     uint64_t bits;
     __builtin_memcpy(&bits, &x, 8);
-    int e = (int)((bits >> 52) & 0x7ff) - 1023;
+    int e = (int)((bits >> 52) & 0x7ff) - 1023 - scaled;
     bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
     double m;
     __builtin_memcpy(&m, &bits, 8);
@@ -169,8 +175,9 @@ MKB_HD double mkb_draw_uniform(uint64_t seed, uint32_t stream, uint64_t i, doubl
 MKB_HD int64_t mkb_draw_int(uint64_t seed, uint32_t stream, uint64_t i, int64_t lo, int64_t hi) {
     struct mkb_philox_block b = mkb_philox_element(seed, stream, i);
     uint64_t r = ((uint64_t)b.x[2] << 32) | b.x[3];
-    uint64_t n = (uint64_t)(hi - lo) + 1;
-    return lo + (int64_t)(n == 0 ? r : r % n);
+    /* unsigned arithmetic: hi - lo may exceed INT64_MAX; n == 0 is the full 2^64 range */
+    uint64_t n = (uint64_t)hi - (uint64_t)lo + 1;
+    return (int64_t)((uint64_t)lo + (n == 0 ? r : r % n));
 }
 
 MKB_HD uint64_t mkb_draw_key(uint64_t seed, uint32_t stream, uint64_t i) {

@@ -1,0 +1,404 @@
+/* mkb ref: draw a problem's inputs from a seed, run its reference program on a backend in compute
+ * precision or promoted to fp64, summarise the outputs, and (with --out) write every input and
+ * output as .npy plus a manifest.json that describes them. The same seed gives byte-identical
+ * files: the manifest holds no timestamps, wall times or host names.
+ *
+ * It does not compare outputs (mkb grade does), and it writes nothing until the run has
+ * succeeded. Full-scale runs on the CPU are refused above a cost bound unless --force. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/sha256.h"
+#include "problem/problem.h"
+#include "tensor/backend.h"
+#include "tensor/npy.h"
+
+/* Above these a CPU run at full scale takes minutes to hours: refuse without --force. */
+#define CPU_MAX_FLOPS 2e10
+#define CPU_MAX_BYTES 8e9
+
+static const char *const ref_usage =
+    "usage: mkb ref <id|name> [--scale test|full] [--seed N] [--precision fp64|compute]\n"
+    "               [--backend cpu] [--out DIR] [--json] [--force]\n"
+    "\n"
+    "Draw a problem's inputs from a seed (always in compute precision, so they carry their stated\n"
+    "dtypes), run its reference program and summarise every output (shape, dtype, min, max, mean,\n"
+    "non-finite count). With --out, write DIR/inputs/<NN>_<name>.npy, DIR/outputs/<NN>_<name>.npy\n"
+    "(raw storage bytes: bf16 and fp8 as unsigned-integer bit patterns) and DIR/manifest.json; the\n"
+    "same seed gives byte-identical files.\n"
+    "\n"
+    "options:\n"
+    "  --scale S         test (default: tiny dims) or full (the benchmark workload)\n"
+    "  --seed N          the Philox seed, a decimal unsigned 64-bit integer (default 1)\n"
+    "  --precision P     compute (default: every op in the precision the program states) or fp64\n"
+    "                    (inputs upcast to fp64 and the whole program run in fp64: the anchor)\n"
+    "  --backend B       cpu (default); cuda where this mkb was built with it\n"
+    "  --out DIR         write the inputs, outputs and manifest.json to DIR (created if missing)\n"
+    "  --json            machine-readable summary on stdout\n"
+    "  --force           run a full-scale workload on the CPU even above the cost bound\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "At --scale full on the CPU, runs estimated above 2e10 FLOPs or 8e9 bytes of op traffic are\n"
+    "refused unless --force.\n";
+
+struct out_stats {
+    double min, max, mean;
+    int64_t nonfinite, numel;
+};
+
+struct file_rec {
+    char rel[512];
+    const char *name, *role;
+    int position;
+    const struct mkb_tensor *t;
+    char sha[MKB_SHA256_HEX];
+    int64_t bytes;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A decimal unsigned 64-bit integer: digits only, no sign, no overflow. */
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (!*s) return false;
+    for (const char *q = s; *q; q++)
+        if (*q < '0' || *q > '9') return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE || *end) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* Can dir be created or written, judging by its deepest existing ancestor? Nothing is written. */
+static enum mkb_status check_out_dir(const char *dir) {
+    char path[4096];
+    if (!*dir) return mkb_error(MKB_ERR_INVALID, "--out needs a directory name");
+    if (strlen(dir) >= sizeof path) return mkb_error(MKB_ERR_INVALID, "output directory name too long: '%s'", dir);
+    strcpy(path, dir);
+    for (;;) {
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                return mkb_error(MKB_ERR_IO, "cannot write to '%s': '%s' is not a directory", dir, path);
+            if (access(path, W_OK | X_OK) != 0)
+                return mkb_error(MKB_ERR_IO, "cannot write to '%s': '%s': %s", dir, path, strerror(errno));
+            return MKB_OK;
+        }
+        if (errno != ENOENT) return mkb_error(MKB_ERR_IO, "cannot write to '%s': '%s': %s", dir, path, strerror(errno));
+        char *slash = strrchr(path, '/');
+        while (slash && slash > path && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(path, '/');
+        }
+        if (!slash) {
+            strcpy(path, ".");
+        } else if (slash == path) {
+            path[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+    }
+}
+
+static enum mkb_status output_stats(struct mkb_ctx *c, const struct mkb_tensor *t, struct out_stats *st) {
+    int64_t n = mkb_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!v) return mkb_error(MKB_ERR_NOMEM, "out of memory reading an output of %lld elements", (long long)n);
+    enum mkb_status s = mkb_tensor_read_f64(c, t, v);
+    if (s != MKB_OK) {
+        free(v);
+        return s;
+    }
+    st->numel = n;
+    st->nonfinite = 0;
+    st->min = INFINITY;
+    st->max = -INFINITY;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(v[i])) {
+            st->nonfinite++;
+            continue;
+        }
+        if (v[i] < st->min) st->min = v[i];
+        if (v[i] > st->max) st->max = v[i];
+        sum += v[i];
+    }
+    int64_t nf = n - st->nonfinite;
+    st->mean = nf ? sum / (double)nf : NAN;
+    free(v);
+    return MKB_OK;
+}
+
+/* A JSON number, or null where the value is not finite (no finite elements). */
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *shape_json(const struct mkb_tensor *t) { return mkb_json_int_array(t->shape, t->ndim); }
+
+static enum mkb_status write_files(struct mkb_ctx *c, const char *dir, struct file_rec *files, int nfiles) {
+    char path[4096];
+    MKB_TRY(mkb_path_join(path, sizeof path, dir, "inputs"));
+    MKB_TRY(mkb_mkdir_p(path));
+    MKB_TRY(mkb_path_join(path, sizeof path, dir, "outputs"));
+    MKB_TRY(mkb_mkdir_p(path));
+    for (int i = 0; i < nfiles; i++) {
+        MKB_TRY(mkb_path_join(path, sizeof path, dir, files[i].rel));
+        MKB_TRY(mkb_npy_save(c, files[i].t, path, files[i].sha));
+        struct stat st;
+        if (stat(path, &st) != 0) return mkb_error(MKB_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+        files[i].bytes = (int64_t)st.st_size;
+    }
+    return MKB_OK;
+}
+
+int cmd_ref(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"scale", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},
+        {"precision", required_argument, NULL, 'p'},
+        {"backend", required_argument, NULL, 'b'},
+        {"out", required_argument, NULL, 'o'},
+        {"json", no_argument, NULL, 'j'},
+        {"force", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    if (mkb_cli_wants_help(argc, argv)) {
+        fputs(ref_usage, stdout);
+        return 0;
+    }
+    enum mkb_scale scale = MKB_SCALE_TEST;
+    enum mkb_precision prec = MKB_PREC_COMPUTE;
+    uint64_t seed = 1;
+    const char *seed_text = "1", *backend_name = "cpu", *out_dir = NULL;
+    bool json = false, force = false;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            if (!strcmp(optarg, "full"))
+                scale = MKB_SCALE_FULL;
+            else if (!strcmp(optarg, "test"))
+                scale = MKB_SCALE_TEST;
+            else
+                return mkb_cli_usage("ref", "--scale must be test or full, not '%s'", optarg);
+            break;
+        case 'S':
+            if (!parse_u64(optarg, &seed))
+                return mkb_cli_usage("ref", "--seed must be a decimal integer in 0..18446744073709551615, not '%s'",
+                                     optarg);
+            seed_text = optarg;
+            break;
+        case 'p':
+            if (!strcmp(optarg, "compute"))
+                prec = MKB_PREC_COMPUTE;
+            else if (!strcmp(optarg, "fp64"))
+                prec = MKB_PREC_FP64;
+            else
+                return mkb_cli_usage("ref", "--precision must be compute or fp64, not '%s'", optarg);
+            break;
+        case 'b': backend_name = optarg; break;
+        case 'o': out_dir = optarg; break;
+        case 'j': json = true; break;
+        case 'f': force = true; break;
+        case 'h': fputs(ref_usage, stdout); return 0;
+        case ':': return mkb_cli_usage("ref", "option '%s' needs a value", argv[optind - 1]);
+        default: return mkb_cli_usage("ref", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return mkb_cli_usage("ref", "which problem? give an id or a name (see 'mkb problems')");
+    if (optind + 1 < argc) return mkb_cli_usage("ref", "unexpected argument '%s'", argv[optind + 1]);
+    /* canonical decimal text of the seed for the manifest ("007" and "7" are the same seed) */
+    char seed_buf[32];
+    snprintf(seed_buf, sizeof seed_buf, "%llu", (unsigned long long)seed);
+    seed_text = seed_buf;
+
+    const struct mkb_problem *p;
+    enum mkb_status s = mkb_problem_find(argv[optind], &p);
+    if (s != MKB_OK) return mkb_cli_fail("ref", s);
+    struct mkb_backend *be;
+    s = mkb_backend_by_name(backend_name, &be);
+    if (s != MKB_OK) return mkb_cli_fail("ref", s);
+    struct mkb_cost cost;
+    s = mkb_problem_cost(p, scale, &cost);
+    if (s != MKB_OK) return mkb_cli_fail("ref", s);
+    if (scale == MKB_SCALE_FULL && !strcmp(backend_name, "cpu") && !force &&
+        (cost.flops > CPU_MAX_FLOPS || cost.op_bytes > CPU_MAX_BYTES || cost.min_bytes > CPU_MAX_BYTES)) {
+        fprintf(stderr,
+                "mkb ref: %s at full scale is estimated at %.3g FLOPs and %.3g bytes of op traffic "
+                "(%.3g minimum bytes), beyond what the CPU backend runs in reasonable time "
+                "(%.0e FLOPs, %.0e bytes)\n"
+                "use --scale test, or --force to run it anyway\n",
+                p->name, cost.flops, cost.op_bytes, cost.min_bytes, CPU_MAX_FLOPS, CPU_MAX_BYTES);
+        return MKB_EXIT_USAGE;
+    }
+    if (out_dir) {
+        s = check_out_dir(out_dir);
+        if (s != MKB_OK) return mkb_cli_fail("ref", s);
+    }
+
+    struct mkb_ctx c;
+    mkb_ctx_init(&c, be, MKB_PREC_COMPUTE, seed);
+    struct mkb_dims d;
+    mkb_dims_init(&d, p, scale);
+    struct mkb_args in, run_in;
+    struct mkb_tensor *out[MKB_MAX_ARGS] = {0};
+    int nin = mkb_problem_ninputs(p), nout = mkb_problem_noutputs(p);
+    struct out_stats stats[MKB_MAX_ARGS];
+    struct file_rec files[2 * MKB_MAX_ARGS];
+    int nfiles = 0;
+    int rc = 0;
+
+    double t0 = now_s();
+    s = mkb_problem_generate(&c, p, &d, &in);
+    double t1 = now_s(), t2 = t1;
+    if (s == MKB_OK) {
+        run_in = in;
+        if (prec == MKB_PREC_FP64) s = mkb_args_promote(&c, &in, &run_in);
+    }
+    if (s == MKB_OK) {
+        c.precision = prec;
+        t1 = now_s();
+        s = mkb_problem_run(&c, p, &d, &run_in, out);
+        t2 = now_s();
+    }
+    for (int i = 0; s == MKB_OK && i < nout; i++) s = output_stats(&c, out[i], &stats[i]);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("ref", s);
+        goto done;
+    }
+
+    if (out_dir) {
+        for (int i = 0; i < nin; i++) {
+            if (!in.t[i]) continue;
+            struct file_rec *f = &files[nfiles++];
+            snprintf(f->rel, sizeof f->rel, "inputs/%02d_%s.npy", i, p->inputs[i].name);
+            f->name = p->inputs[i].name;
+            f->role = "input";
+            f->position = i;
+            f->t = in.t[i];
+        }
+        for (int i = 0; i < nout; i++) {
+            struct file_rec *f = &files[nfiles++];
+            snprintf(f->rel, sizeof f->rel, "outputs/%02d_%s.npy", i, p->outputs[i].name);
+            f->name = p->outputs[i].name;
+            f->role = "output";
+            f->position = i;
+            f->t = out[i];
+        }
+        s = write_files(&c, out_dir, files, nfiles);
+        if (s != MKB_OK) {
+            rc = mkb_cli_fail("ref", s);
+            goto done;
+        }
+    }
+
+    json_t *dims = json_object();
+    for (int i = 0; i < d.n; i++) json_object_set_new(dims, d.spec[i].name, json_integer((json_int_t)d.v[i]));
+    json_t *scalars = json_array();
+    for (int i = 0; i < nin; i++) {
+        const struct mkb_input_spec *is = &p->inputs[i];
+        if (is->kind == MKB_ARG_TENSOR) continue;
+        json_array_append_new(scalars, json_pack("{s:i, s:s, s:s, s:o}", "position", i, "name", is->name, "kind",
+                                                 is->kind == MKB_ARG_INT ? "int" : "float", "value",
+                                                 is->kind == MKB_ARG_INT ? json_integer((json_int_t)in.s[i])
+                                                                         : json_real(in.s[i])));
+    }
+    json_t *cost_j = json_pack("{s:f, s:f, s:f}", "flops", cost.flops, "min_bytes", cost.min_bytes, "op_bytes",
+                               cost.op_bytes);
+    const char *scale_name = scale == MKB_SCALE_FULL ? "full" : "test";
+    const char *prec_name = prec == MKB_PREC_FP64 ? "fp64" : "compute";
+
+    if (out_dir) {
+        json_t *fj = json_array();
+        for (int i = 0; i < nfiles; i++) {
+            const struct file_rec *f = &files[i];
+            int64_t nshape[MKB_MAX_DIMS];
+            int nnd = mkb_npy_shape(f->t->dtype, f->t->ndim, f->t->shape, nshape);
+            json_array_append_new(
+                fj, json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:o, s:I, s:s}", "path", f->rel, "name", f->name,
+                              "role", f->role, "position", f->position, "dtype", mkb_dtype_name(f->t->dtype),
+                              "numpy_dtype", mkb_dtype_numpy(f->t->dtype), "shape", shape_json(f->t), "npy_shape",
+                              mkb_json_int_array(nshape, nnd), "bytes", (json_int_t)f->bytes, "sha256", f->sha));
+        }
+        json_t *man = json_pack("{s:s, s:{s:i, s:s, s:s}, s:s, s:s, s:s, s:s, s:O, s:O, s:o, s:O, s:s}", "format",
+                                "mkb-ref-1", "problem", "id", p->id, "name", p->name, "family", p->family, "scale",
+                                scale_name, "seed", seed_text, "precision", prec_name, "backend", backend_name,
+                                "dims", dims, "scalars", scalars, "files", fj, "cost", cost_j, "mkb_version",
+                                MKB_VERSION);
+        char path[4096];
+        s = man ? mkb_path_join(path, sizeof path, out_dir, "manifest.json")
+                : mkb_error(MKB_ERR_NOMEM, "cannot build manifest.json");
+        if (s == MKB_OK) s = mkb_json_save(path, man);
+        json_decref(man);
+        if (s != MKB_OK) {
+            json_decref(dims);
+            json_decref(scalars);
+            json_decref(cost_j);
+            rc = mkb_cli_fail("ref", s);
+            goto done;
+        }
+    }
+
+    if (json) {
+        json_t *oj = json_array();
+        for (int i = 0; i < nout; i++)
+            json_array_append_new(
+                oj, json_pack("{s:i, s:s, s:o, s:s, s:o, s:o, s:o, s:I, s:I}", "position", i, "name",
+                              p->outputs[i].name, "shape", shape_json(out[i]), "dtype", mkb_dtype_name(out[i]->dtype),
+                              "min", num_or_null(stats[i].min), "max", num_or_null(stats[i].max), "mean",
+                              num_or_null(stats[i].mean), "nonfinite", (json_int_t)stats[i].nonfinite, "numel",
+                              (json_int_t)stats[i].numel));
+        json_t *root = json_pack("{s:{s:i, s:s}, s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:o, s:{s:f, s:f}, s:o}",
+                                 "problem", "id", p->id, "name", p->name, "scale", scale_name, "seed", seed_text,
+                                 "precision", prec_name, "backend", backend_name, "dims", dims, "scalars", scalars,
+                                 "cost", cost_j, "outputs", oj, "wall_s", "generate", t1 - t0, "reference", t2 - t1,
+                                 "out_dir", out_dir ? json_string(out_dir) : json_null());
+        s = root ? mkb_json_print(root) : mkb_error(MKB_ERR_NOMEM, "cannot build the summary JSON");
+        json_decref(root);
+        if (s != MKB_OK) rc = mkb_cli_fail("ref", s);
+    } else {
+        printf("%s: scale %s, seed %s, precision %s, backend %s\n", p->name, scale_name, seed_text, prec_name,
+               backend_name);
+        printf("  dims:");
+        for (int i = 0; i < d.n; i++) printf("%s %s = %lld", i ? "," : "", d.spec[i].name, (long long)d.v[i]);
+        printf("\n");
+        int wname = 6, wshape = 5;
+        char shp[MKB_MAX_ARGS][128];
+        for (int i = 0; i < nout; i++) {
+            mkb_shape_str(out[i], shp[i], sizeof shp[i]);
+            if ((int)strlen(p->outputs[i].name) > wname) wname = (int)strlen(p->outputs[i].name);
+            if ((int)strlen(shp[i]) > wshape) wshape = (int)strlen(shp[i]);
+        }
+        printf("  %-*s  %-*s  %-7s  %13s  %13s  %13s  %s\n", wname, "output", wshape, "shape", "dtype", "min", "max",
+               "mean", "non-finite");
+        for (int i = 0; i < nout; i++)
+            printf("  %-*s  %-*s  %-7s  %13.6g  %13.6g  %13.6g  %lld\n", wname, p->outputs[i].name, wshape, shp[i],
+                   mkb_dtype_name(out[i]->dtype), stats[i].min, stats[i].max, stats[i].mean,
+                   (long long)stats[i].nonfinite);
+        printf("  drew the inputs in %.3f s; the reference ran in %.3f s\n", t1 - t0, t2 - t1);
+        if (out_dir) printf("  wrote %d .npy files and manifest.json to %s\n", nfiles, out_dir);
+    }
+    json_decref(dims);
+    json_decref(scalars);
+    json_decref(cost_j);
+done:
+    mkb_ctx_release(&c);
+    return rc;
+}

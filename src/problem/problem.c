@@ -1,0 +1,376 @@
+/* The problem runner (problem.h): registry lookup, dims and shapes, drawing a problem's inputs,
+ * running its reference with the outputs checked against the spec, and costing a workload.
+ *
+ * It does not know any specific problem, does not time anything, does not compare outputs
+ * (grading does) and does not write files (mkb ref does). Every failure names the problem and,
+ * where there is one, the input or output. */
+#include "problem/problem.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/backend.h"
+
+/* ---- registry ---- */
+
+static bool all_digits(const char *s) {
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return false;
+    return true;
+}
+
+/* The name without its "NN_" id: "fused_add_rmsnorm_..." */
+static const char *name_slug(const char *name) {
+    const char *u = strchr(name, '_');
+    return u ? u + 1 : name;
+}
+
+static bool has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Lookup order: an all-digit key is an id ("28", "028"); otherwise an exact name, then a unique
+ * prefix of the full name ("28_fused") or of the name without its id ("fused_add"). */
+enum mkb_status mkb_problem_find(const char *key, const struct mkb_problem **out) {
+    *out = NULL;
+    if (!key || !*key) return mkb_error(MKB_ERR_INVALID, "empty problem name; see 'mkb problems'");
+    if (all_digits(key)) {
+        long id = strlen(key) <= 9 ? strtol(key, NULL, 10) : -1;
+        for (int i = 0; i < mkb_registry_count; i++)
+            if (mkb_registry[i].p->id == id) {
+                *out = mkb_registry[i].p;
+                return MKB_OK;
+            }
+        return mkb_error(MKB_ERR_NOT_FOUND, "no problem '%s'; see 'mkb problems'", key);
+    }
+    for (int i = 0; i < mkb_registry_count; i++)
+        if (!strcmp(mkb_registry[i].p->name, key)) {
+            *out = mkb_registry[i].p;
+            return MKB_OK;
+        }
+    int nmatch = 0;
+    char list[1024];
+    size_t used = 0;
+    list[0] = '\0';
+    for (int i = 0; i < mkb_registry_count; i++) {
+        const struct mkb_problem *p = mkb_registry[i].p;
+        if (!has_prefix(p->name, key) && !has_prefix(name_slug(p->name), key)) continue;
+        if (nmatch++ == 0) *out = p;
+        if (used < sizeof list - 1) {
+            int n = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", p->name);
+            if (n > 0) used += (size_t)n;
+            if (used >= sizeof list) used = sizeof list - 1;
+        }
+    }
+    if (nmatch == 1) return MKB_OK;
+    *out = NULL;
+    if (nmatch > 1) return mkb_error(MKB_ERR_INVALID, "'%s' names %d problems: %s", key, nmatch, list);
+    return mkb_error(MKB_ERR_NOT_FOUND, "no problem '%s'; see 'mkb problems'", key);
+}
+
+int mkb_problem_ninputs(const struct mkb_problem *p) {
+    int n = 0;
+    while (p->inputs && p->inputs[n].name) n++;
+    return n;
+}
+
+int mkb_problem_noutputs(const struct mkb_problem *p) {
+    int n = 0;
+    while (p->outputs && p->outputs[n].name) n++;
+    return n;
+}
+
+/* ---- dims and shapes ---- */
+
+void mkb_dims_init(struct mkb_dims *d, const struct mkb_problem *p, enum mkb_scale s) {
+    memset(d, 0, sizeof *d);
+    d->spec = p->dims;
+    while (p->dims && p->dims[d->n].name) {
+        MKB_ASSERT(d->n < MKB_MAX_PROBLEM_DIMS);
+        d->v[d->n] = s == MKB_SCALE_FULL ? p->dims[d->n].full : p->dims[d->n].test;
+        d->n++;
+    }
+}
+
+static int dim_index(const struct mkb_dims *d, const char *name, size_t len) {
+    for (int i = 0; i < d->n; i++)
+        if (strlen(d->spec[i].name) == len && !strncmp(d->spec[i].name, name, len)) return i;
+    return -1;
+}
+
+int64_t mkb_dim(const struct mkb_dims *d, const char *name) {
+    int i = dim_index(d, name, strlen(name));
+    if (i < 0) {
+        fprintf(stderr, "mkb: internal error: the problem has no dim '%s'\n", name);
+        mkb_assert_fail("the dim exists", __FILE__, __LINE__);
+    }
+    return d->v[i];
+}
+
+/* One factor of a shape token: a dim name or a decimal literal. */
+static bool factor_value(const struct mkb_dims *d, const char *f, size_t len, int64_t *v) {
+    if (len == 0) return false;
+    bool digits = true;
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)f[i])) digits = false;
+    if (digits) {
+        if (len > 15) return false;
+        int64_t x = 0;
+        for (size_t i = 0; i < len; i++) x = x * 10 + (f[i] - '0');
+        *v = x;
+        return true;
+    }
+    int i = dim_index(d, f, len);
+    if (i < 0) return false;
+    *v = d->v[i];
+    return true;
+}
+
+int mkb_shape_parse(const struct mkb_dims *d, const char *shape, int64_t out[MKB_MAX_DIMS]) {
+    int nd = 0;
+    const char *s = shape ? shape : "";
+    for (;;) {
+        while (*s == ' ') s++;
+        if (!*s) break;
+        const char *tok = s;
+        while (*s && *s != ' ') s++;
+        size_t toklen = (size_t)(s - tok);
+        if (nd == MKB_MAX_DIMS) {
+            mkb_error(MKB_ERR_INVALID, "shape '%s' has more than %d dims", shape, MKB_MAX_DIMS);
+            return -1;
+        }
+        /* a token is a product of factors: "H", "2*I", "NH*D" */
+        int64_t prod = 1;
+        const char *f = tok;
+        while (f < tok + toklen) {
+            const char *e = f;
+            while (e < tok + toklen && *e != '*') e++;
+            int64_t v;
+            if (!factor_value(d, f, (size_t)(e - f), &v)) {
+                mkb_error(MKB_ERR_INVALID, "shape '%s': '%.*s' is not a dim of the problem", shape, (int)(e - f), f);
+                return -1;
+            }
+            if (v < 0 || (v > 0 && prod > INT64_MAX / v)) {
+                mkb_error(MKB_ERR_INVALID, "shape '%s': size of '%.*s' out of range", shape, (int)toklen, tok);
+                return -1;
+            }
+            prod *= v;
+            f = e < tok + toklen ? e + 1 : e;
+            if (e < tok + toklen && f == tok + toklen) {
+                mkb_error(MKB_ERR_INVALID, "shape '%s': '%.*s' ends with '*'", shape, (int)toklen, tok);
+                return -1;
+            }
+        }
+        out[nd++] = prod;
+    }
+    return nd;
+}
+
+/* ---- running ---- */
+
+static enum mkb_status ctx_failed(const struct mkb_ctx *c, const struct mkb_problem *p, const char *what) {
+    enum mkb_status s = mkb_ctx_status(c);
+    return mkb_error_wrap(s, "problem %s: %s", p->name, what);
+}
+
+/* Draw input i declaratively (struct mkb_draw); NULL with the context failed on error. */
+static struct mkb_tensor *draw_input(struct mkb_ctx *c, const struct mkb_dims *d, int i,
+                                     const struct mkb_input_spec *in, int ndim, const int64_t *shape) {
+    const struct mkb_draw *dr = &in->draw;
+    enum mkb_dtype dt = dr->has_draw_dtype ? dr->draw_dtype : in->dtype;
+    uint32_t stream = MKB_STREAM(i, 0);
+    struct mkb_tensor *x = NULL;
+    switch (dr->kind) {
+    case MKB_DRAW_CUSTOM: return NULL;
+    case MKB_DRAW_NORMAL: x = mkb_randn(c, stream, dt, ndim, shape); break;
+    case MKB_DRAW_UNIFORM: x = mkb_rand(c, stream, dt, ndim, shape, dr->lo, dr->hi); break;
+    case MKB_DRAW_INT: {
+        int64_t hi = dr->hi_dim ? mkb_dim(d, dr->hi_dim) - 1 : (int64_t)dr->hi;
+        x = mkb_randint(c, stream, dt, ndim, shape, (int64_t)dr->lo, hi);
+        break;
+    }
+    }
+    if (dr->rsqrt_dim) x = mkb_div_s(c, x, sqrt((double)mkb_dim(d, dr->rsqrt_dim)));
+    if (dr->scale != 0 && dr->scale != 1) x = mkb_mul_s(c, x, dr->scale);
+    if (dr->shift != 0) x = mkb_add_s(c, x, dr->shift);
+    if (x && x->dtype != mkb_ctx_dtype(c, in->dtype)) x = mkb_cast(c, x, in->dtype);
+    return x;
+}
+
+static void shape_text(const int64_t *shape, int nd, char *buf, size_t cap) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < nd && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
+/* Does t have the given shape and dtype? On a mismatch, record an error naming `what`. */
+static enum mkb_status check_tensor(const struct mkb_problem *p, const char *what, const struct mkb_tensor *t,
+                                    int nd, const int64_t *shape, enum mkb_dtype dt) {
+    char want[256], got[256];
+    shape_text(shape, nd, want, sizeof want);
+    if (!t) return mkb_error(MKB_ERR_INTERNAL, "problem %s: %s was not set", p->name, what);
+    bool same = t->ndim == nd;
+    for (int k = 0; same && k < nd; k++) same = t->shape[k] == shape[k];
+    if (!same) {
+        shape_text(t->shape, t->ndim, got, sizeof got);
+        return mkb_error(MKB_ERR_INTERNAL, "problem %s: %s has shape %s; the spec says %s", p->name, what, got, want);
+    }
+    if (t->dtype != dt)
+        return mkb_error(MKB_ERR_INTERNAL, "problem %s: %s is %s; the spec says %s", p->name, what,
+                         mkb_dtype_name(t->dtype), mkb_dtype_name(dt));
+    return MKB_OK;
+}
+
+enum mkb_status mkb_problem_generate(struct mkb_ctx *c, const struct mkb_problem *p, const struct mkb_dims *d,
+                                     struct mkb_args *in) {
+    int n = mkb_problem_ninputs(p);
+    memset(in, 0, sizeof *in);
+    if (n > MKB_MAX_ARGS)
+        return mkb_error(MKB_ERR_INTERNAL, "problem %s has %d inputs; at most %d are supported", p->name, n,
+                         MKB_MAX_ARGS);
+    if (mkb_ctx_status(c) != MKB_OK) return ctx_failed(c, p, "the context had failed before drawing its inputs");
+    in->n = n;
+    int64_t shape[MKB_MAX_DIMS];
+    bool custom = false;
+    for (int i = 0; i < n; i++) {
+        const struct mkb_input_spec *s = &p->inputs[i];
+        if (s->kind != MKB_ARG_TENSOR) {
+            in->s[i] = s->value;
+            continue;
+        }
+        if (s->draw.kind == MKB_DRAW_CUSTOM) {
+            custom = true;
+            continue;
+        }
+        int nd = mkb_shape_parse(d, s->shape, shape);
+        if (nd < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: input '%s'", p->name, s->name);
+        in->t[i] = draw_input(c, d, i, s, nd, shape);
+        if (mkb_ctx_status(c) != MKB_OK) {
+            char what[256];
+            snprintf(what, sizeof what, "drawing input %d '%s'", i, s->name);
+            return ctx_failed(c, p, what);
+        }
+    }
+    if (custom) {
+        if (!p->generate)
+            return mkb_error(MKB_ERR_INTERNAL, "problem %s: input drawn by generate() but the problem has none",
+                             p->name);
+        p->generate(c, d, in);
+        if (mkb_ctx_status(c) != MKB_OK) return ctx_failed(c, p, "generate()");
+    }
+    for (int i = 0; i < n; i++) {
+        const struct mkb_input_spec *s = &p->inputs[i];
+        char what[256];
+        snprintf(what, sizeof what, "input %d '%s'", i, s->name);
+        if (s->kind != MKB_ARG_TENSOR) {
+            if (in->t[i]) return mkb_error(MKB_ERR_INTERNAL, "problem %s: scalar %s was given a tensor", p->name, what);
+            in->s[i] = s->value;
+            continue;
+        }
+        int nd = mkb_shape_parse(d, s->shape, shape);
+        if (nd < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: %s", p->name, what);
+        MKB_TRY(check_tensor(p, what, in->t[i], nd, shape, mkb_ctx_dtype(c, s->dtype)));
+    }
+    return MKB_OK;
+}
+
+/* Under MKB_PREC_FP64 a cast to a floating type is a no-op, so the upcast runs with the
+ * context in compute precision for its duration. */
+enum mkb_status mkb_args_promote(struct mkb_ctx *c, const struct mkb_args *in, struct mkb_args *out) {
+    struct mkb_args r = *in;
+    enum mkb_precision saved = c->precision;
+    c->precision = MKB_PREC_COMPUTE;
+    for (int i = 0; i < in->n; i++) {
+        if (!in->t[i] || !mkb_dtype_is_float(in->t[i]->dtype) || in->t[i]->dtype == MKB_DTYPE_F64) continue;
+        r.t[i] = mkb_cast(c, in->t[i], MKB_DTYPE_F64);
+        if (mkb_ctx_status(c) != MKB_OK) break;
+    }
+    c->precision = saved;
+    if (mkb_ctx_status(c) != MKB_OK) return mkb_error_wrap(mkb_ctx_status(c), "promoting the inputs to fp64");
+    *out = r;
+    return MKB_OK;
+}
+
+enum mkb_status mkb_problem_run(struct mkb_ctx *c, const struct mkb_problem *p, const struct mkb_dims *d,
+                                const struct mkb_args *in, struct mkb_tensor **out) {
+    int n = mkb_problem_noutputs(p);
+    if (n > MKB_MAX_ARGS)
+        return mkb_error(MKB_ERR_INTERNAL, "problem %s has %d outputs; at most %d are supported", p->name, n,
+                         MKB_MAX_ARGS);
+    if (mkb_ctx_status(c) != MKB_OK) return ctx_failed(c, p, "the context had failed before the reference ran");
+    /* one spare slot catches a reference that sets more outputs than the spec lists */
+    struct mkb_tensor *res[MKB_MAX_ARGS + 1] = {0};
+    p->reference(c, d, in, res);
+    if (mkb_ctx_status(c) != MKB_OK) return ctx_failed(c, p, "reference");
+    for (int i = n; i <= MKB_MAX_ARGS; i++)
+        if (res[i])
+            return mkb_error(MKB_ERR_INTERNAL, "problem %s: the reference set output %d but the spec lists %d", p->name,
+                             i, n);
+    int64_t shape[MKB_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        const struct mkb_output_spec *s = &p->outputs[i];
+        char what[256];
+        snprintf(what, sizeof what, "output %d '%s'", i, s->name);
+        int nd = mkb_shape_parse(d, s->shape, shape);
+        if (nd < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: %s", p->name, what);
+        MKB_TRY(check_tensor(p, what, res[i], nd, shape, mkb_ctx_dtype(c, s->dtype)));
+    }
+    for (int i = 0; i < n; i++) out[i] = res[i];
+    return MKB_OK;
+}
+
+/* ---- cost ---- */
+
+/* min_bytes counts every tensor input and every output at the workload's shapes, whether or not
+ * the reference reads all of an input (a kernel receives it; an index-driven problem that reads
+ * only some rows states the difference in its catalog entry). Scalars count nothing. */
+enum mkb_status mkb_problem_cost(const struct mkb_problem *p, enum mkb_scale s, struct mkb_cost *out) {
+    memset(out, 0, sizeof *out);
+    struct mkb_dims d;
+    mkb_dims_init(&d, p, s);
+    int64_t shape[MKB_MAX_DIMS];
+    double min_bytes = 0;
+    for (int i = 0; p->inputs[i].name; i++) {
+        const struct mkb_input_spec *in = &p->inputs[i];
+        if (in->kind != MKB_ARG_TENSOR) continue;
+        int nd = mkb_shape_parse(&d, in->shape, shape);
+        if (nd < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: input '%s'", p->name, in->name);
+        int64_t numel = 1;
+        for (int k = 0; k < nd; k++) numel *= shape[k];
+        min_bytes += (double)mkb_dtype_nbytes(in->dtype, numel);
+    }
+    for (int i = 0; p->outputs[i].name; i++) {
+        const struct mkb_output_spec *o = &p->outputs[i];
+        int nd = mkb_shape_parse(&d, o->shape, shape);
+        if (nd < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: output '%s'", p->name, o->name);
+        int64_t numel = 1;
+        for (int k = 0; k < nd; k++) numel *= shape[k];
+        min_bytes += (double)mkb_dtype_nbytes(o->dtype, numel);
+    }
+
+    struct mkb_ctx c;
+    mkb_ctx_init(&c, mkb_backend_cpu(), MKB_PREC_COMPUTE, 1);
+    c.meta = true;
+    struct mkb_args in;
+    struct mkb_tensor *res[MKB_MAX_ARGS];
+    enum mkb_status st = mkb_problem_generate(&c, p, &d, &in);
+    if (st == MKB_OK) {
+        /* only the reference's ops count, not the generator's */
+        c.flops = 0;
+        c.bytes = 0;
+        c.n_ops = 0;
+        st = mkb_problem_run(&c, p, &d, &in, res);
+    }
+    if (st == MKB_OK) {
+        out->flops = c.flops;
+        out->op_bytes = c.bytes;
+        out->min_bytes = min_bytes;
+    }
+    mkb_ctx_release(&c);
+    if (st != MKB_OK) return mkb_error_wrap(st, "costing at %s scale", s == MKB_SCALE_FULL ? "full" : "test");
+    return MKB_OK;
+}
