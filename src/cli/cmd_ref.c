@@ -99,7 +99,7 @@ static enum mkb_status check_out_dir(const char *dir) {
                 return mkb_error(MKB_ERR_IO, "cannot write to '%s': '%s': %s", dir, path, strerror(errno));
             return MKB_OK;
         }
-        if (errno != ENOENT) return mkb_error(MKB_ERR_IO, "cannot write to '%s': '%s': %s", dir, path, strerror(errno));
+        if (errno != ENOENT && errno != ENOTDIR) return mkb_error(MKB_ERR_IO, "cannot write to '%s': '%s': %s", dir, path, strerror(errno));
         char *slash = strrchr(path, '/');
         while (slash && slash > path && slash[1] == '\0') { /* trailing slashes */
             *slash = '\0';

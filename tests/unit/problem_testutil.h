@@ -25,7 +25,7 @@ struct pt_run {
     int nout;
 };
 
-static const struct mkb_problem *pt_problem(const char *key) {
+__attribute__((unused)) static const struct mkb_problem *pt_problem(const char *key) {
     const struct mkb_problem *p = NULL;
     enum mkb_status s = mkb_problem_find(key, &p);
     cr_assert(s == MKB_OK, "problem %s: %s", key, mkb_error_message());
@@ -34,7 +34,7 @@ static const struct mkb_problem *pt_problem(const char *key) {
 
 /* Draw the inputs of problem `key` at test scale with `seed` and run the reference in compute
  * precision and in fp64. Release with pt_release. */
-static void pt_run_problem(struct pt_run *r, const char *key, uint64_t seed) {
+__attribute__((unused)) static void pt_run_problem(struct pt_run *r, const char *key, uint64_t seed) {
     memset(r, 0, sizeof *r);
     r->p = pt_problem(key);
     mkb_ctx_init(&r->c, mkb_backend_cpu(), MKB_PREC_COMPUTE, seed);
@@ -51,10 +51,10 @@ static void pt_run_problem(struct pt_run *r, const char *key, uint64_t seed) {
     r->nout = mkb_problem_noutputs(r->p);
 }
 
-static void pt_release(struct pt_run *r) { mkb_ctx_release(&r->c); }
+__attribute__((unused)) static void pt_release(struct pt_run *r) { mkb_ctx_release(&r->c); }
 
 /* A malloc'ed double copy of t (row-major); the caller frees it. */
-static double *pt_read(struct mkb_ctx *c, const struct mkb_tensor *t) {
+__attribute__((unused)) static double *pt_read(struct mkb_ctx *c, const struct mkb_tensor *t) {
     cr_assert(t != NULL, "tensor is NULL: %s", mkb_error_message());
     double *v = malloc(sizeof(double) * (size_t)(mkb_tensor_numel(t) ? mkb_tensor_numel(t) : 1));
     cr_assert(v != NULL);
@@ -63,7 +63,7 @@ static double *pt_read(struct mkb_ctx *c, const struct mkb_tensor *t) {
 }
 
 /* max |a - b| / max(1, max |b|) over n values */
-static double pt_max_rel(const double *a, const double *b, int64_t n) {
+__attribute__((unused)) static double pt_max_rel(const double *a, const double *b, int64_t n) {
     double err = 0, scale = 1;
     for (int64_t i = 0; i < n; i++) {
         double e = fabs(a[i] - b[i]);
@@ -74,7 +74,7 @@ static double pt_max_rel(const double *a, const double *b, int64_t n) {
 }
 
 /* Assert t (any dtype) equals `want` (n doubles) within rel tolerance of its scale. */
-static void pt_assert_close(struct mkb_ctx *c, const struct mkb_tensor *t, const double *want, double tol,
+__attribute__((unused)) static void pt_assert_close(struct mkb_ctx *c, const struct mkb_tensor *t, const double *want, double tol,
                             const char *what) {
     int64_t n = mkb_tensor_numel(t);
     double *got = pt_read(c, t);
@@ -85,7 +85,7 @@ static void pt_assert_close(struct mkb_ctx *c, const struct mkb_tensor *t, const
 
 /* Run f(x) in fp64 for a scalar loss: used by the finite-difference tests. The caller perturbs
  * input values through pt_with_value. */
-static struct mkb_tensor *pt_with_value(struct mkb_ctx *c, const struct mkb_tensor *t, int64_t i, double v) {
+__attribute__((unused)) static struct mkb_tensor *pt_with_value(struct mkb_ctx *c, const struct mkb_tensor *t, int64_t i, double v) {
     int64_t n = mkb_tensor_numel(t);
     double *vals = pt_read(c, t);
     vals[i] = v;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Every command listed by `mkb --help` answers --help and -h with exit 0 and a usage line, and
+# rejects an unknown option with exit 2; an unknown command and a bare `mkb` exit 2.
+# Needs MKB (the binary).
+set -euo pipefail
+
+: "${MKB:?set MKB to the mkb binary}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+# run CMD...: capture stdout, stderr and the exit code in $T/out, $T/err, $RC
+run() { set +e; "$@" >"$T/out" 2>"$T/err"; RC=$?; set -e; }
+expect_rc() {
+    local want=$1 what=$2
+    shift 2
+    run "$@"
+    [[ $RC == "$want" ]] || fail "$what: exit $RC, want $want; stderr: $(cat "$T/err")"
+}
+
+expect_rc 0 "mkb --help" "$MKB" --help
+grep -q '^usage: mkb' "$T/out" || fail "mkb --help prints no usage line"
+cp "$T/out" "$T/help"
+ok "mkb --help exits 0 with a usage line"
+
+# the command names: indented lines after "commands:" up to the blank line
+mapfile -t cmds < <(awk '/^commands:/ {on=1; next} on && /^$/ {exit} on && /^  [a-z]/ {print $1}' "$T/help")
+(( ${#cmds[@]} > 0 )) || fail "mkb --help lists no commands"
+ok "mkb --help lists ${#cmds[@]} commands: ${cmds[*]}"
+
+for c in "${cmds[@]}"; do
+    for h in --help -h; do
+        expect_rc 0 "mkb $c $h" "$MKB" "$c" "$h"
+        grep -q "^usage: mkb $c" "$T/out" || fail "mkb $c $h prints no 'usage: mkb $c' line on stdout"
+    done
+    ok "mkb $c --help and -h exit 0 with a usage line"
+    expect_rc 2 "mkb $c --no-such-option" "$MKB" "$c" --no-such-option
+    [[ -s $T/err ]] || fail "mkb $c --no-such-option says nothing on stderr"
+    ok "mkb $c --no-such-option exits 2 with a message"
+done
+
+expect_rc 2 "unknown command" "$MKB" no-such-command
+grep -q "no-such-command" "$T/err" || fail "the unknown-command message does not name it"
+ok "an unknown command exits 2 and is named on stderr"
+
+expect_rc 2 "bare mkb" "$MKB"
+ok "mkb without a command exits 2"
+
+expect_rc 0 "mkb --version" "$MKB" --version
+grep -q '^mkb [0-9]' "$T/out" || fail "mkb --version prints no version"
+ok "mkb --version prints the version"
