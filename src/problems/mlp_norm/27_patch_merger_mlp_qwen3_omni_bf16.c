@@ -146,7 +146,8 @@ static void reference(struct mkb_ctx *c, const struct mkb_dims *d, const struct 
 
     /* 3.-5. Linear -> GELU(erf) in fp32 -> Linear, bf16 GEMMs */
     struct mkb_tensor *u = mkb_linear(c, m, in->t[4], in->t[5]);                        /* (Mr, K) bf16 */
-    struct mkb_tensor *a = mkb_cast(c, mkb_gelu_erf(c, mkb_cast(c, u, MKB_DTYPE_F32)), MKB_DTYPE_BF16); /* (Mr, K) bf16 */
+    struct mkb_tensor *a = mkb_cast(c, mkb_gelu_erf(c, mkb_cast(c, u, MKB_DTYPE_F32)), MKB_DTYPE_BF16);
+    /* a: (Mr, K) bf16 */
     out[0] = mkb_linear(c, a, in->t[6], in->t[7]); /* (Mr, N) bf16 */
 }
 

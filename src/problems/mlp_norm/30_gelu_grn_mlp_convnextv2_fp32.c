@@ -21,7 +21,8 @@ static void reference(struct mkb_ctx *c, const struct mkb_dims *d, const struct 
     int64_t B = mkb_dim(d, "B"), Hs = mkb_dim(d, "Hs"), Ws = mkb_dim(d, "Ws"), E = mkb_dim(d, "E");
     struct mkb_tensor *a = mkb_linear(c, in->t[0], in->t[1], in->t[2]); /* (B, Hs, Ws, E) fp32 */
     struct mkb_tensor *g = mkb_gelu_erf(c, a);                          /* (B, Hs, Ws, E) fp32 */
-    struct mkb_tensor *ss = mkb_sum(c, mkb_reshape(c, mkb_square(c, g), MKB_SHAPE(B, Hs * Ws, E)), 1, true);
+    struct mkb_tensor *g2 = mkb_reshape(c, mkb_square(c, g), MKB_SHAPE(B, Hs * Ws, E)); /* (B, Hs*Ws, E) fp32 */
+    struct mkb_tensor *ss = mkb_sum(c, g2, 1, true);                                  /* (B, 1, E) fp32 */
     struct mkb_tensor *gx = mkb_reshape(c, mkb_sqrt(c, ss), MKB_SHAPE(B, 1, 1, E));    /* (B, 1, 1, E) fp32 */
     struct mkb_tensor *nx = mkb_div(c, gx, mkb_add_s(c, mkb_mean(c, gx, -1, true), eps)); /* (B, 1, 1, E) fp32 */
     struct mkb_tensor *r = mkb_mul(c, in->t[3], mkb_mul(c, g, nx));    /* (B, Hs, Ws, E) fp32 */

@@ -25,8 +25,8 @@
 
 static void generate(struct mkb_ctx *c, const struct mkb_dims *d, struct mkb_args *in) {
     const int64_t B = mkb_dim(d, "B"), S = mkb_dim(d, "S");
-    /* rstd = rsqrt((2 U[0,1) + 0.1) + 1e-6), every step in fp32 */
-    struct mkb_tensor *u = mkb_rand(c, MKB_STREAM(3, 0), MKB_DTYPE_F32, MKB_SHAPE(B, S, 1), 0.0, 1.0); /* (B, S, 1) fp32 */
+    /* rstd = rsqrt((2 U[0,1) + 0.1) + 1e-6), every step in fp32; u: (B, S, 1) fp32 */
+    struct mkb_tensor *u = mkb_rand(c, MKB_STREAM(3, 0), MKB_DTYPE_F32, MKB_SHAPE(B, S, 1), 0.0, 1.0);
     u = mkb_add_s(c, mkb_mul_s(c, u, 2.0), 0.1);
     in->t[3] = mkb_rsqrt(c, mkb_add_s(c, u, 1e-6)); /* (B, S, 1) fp32 */
 }

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# mkb ref: reproducible .npy dumps (same seed, byte-identical files), files numpy reads with the
+# shapes and dtypes of the manifest and values that match the printed summary and a numpy
+# recomputation, fp64 runs, and the errors: bad seeds, unknown problems, unwritable --out,
+# unknown backends, and full-scale CPU runs beyond the cost bound.
+# Needs MKB (the binary) and a python3 with numpy (the test fails, not skips, without one).
+set -euo pipefail
+
+: "${MKB:?set MKB to the mkb binary}"
+T=$(mktemp -d)
+trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+run() { set +e; "$@" >"$T/out" 2>"$T/err"; RC=$?; set -e; }
+expect_rc() {
+    local want=$1 what=$2
+    shift 2
+    run "$@"
+    [[ $RC == "$want" ]] || fail "$what: exit $RC, want $want; stderr: $(cat "$T/err")"
+}
+expect_err() { grep -qF -- "$1" "$T/err" || fail "$2: stderr lacks '$1': $(cat "$T/err")"; }
+
+PY=
+for cand in ${MKB_PYTHON:-} python3 /usr/bin/python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import numpy' 2>/dev/null; then
+        PY=$cand
+        break
+    fi
+done
+[[ -n $PY ]] || fail "no python3 with numpy found (tried \$MKB_PYTHON, python3, /usr/bin/python3); install numpy (Debian: python3-numpy)"
+ok "using $PY with numpy $("$PY" -c 'import numpy; print(numpy.__version__)')"
+
+cd "$T"
+
+# ---- reproducibility ----
+expect_rc 0 "ref 28 --seed 7 --out d1" "$MKB" ref 28 --scale test --seed 7 --out d1
+grep -q '^  y ' "$T/out" || fail "the summary has no row for output y"
+expect_rc 0 "ref 28 --seed 7 --out d2 --json" "$MKB" ref 28 --scale test --seed 7 --out d2 --json
+cp "$T/out" "$T/summary.json"
+(cd d1 && find . -type f | sort) >"$T/files1"
+(cd d2 && find . -type f | sort) >"$T/files2"
+cmp -s "$T/files1" "$T/files2" || fail "d1 and d2 hold different file lists"
+[[ $(wc -l <"$T/files1") -ge 5 ]] || fail "expected 3 inputs, 1 output and manifest.json; got $(cat "$T/files1")"
+while read -r f; do
+    cmp "d1/$f" "d2/$f" || fail "$f differs between two runs with seed 7"
+done <"$T/files1"
+ok "two runs with seed 7 write byte-identical files ($(wc -l <"$T/files1") files, manifest included)"
+
+expect_rc 0 "ref 28 --seed 8 --out d8" "$MKB" ref 28 --scale test --seed 8 --out d8
+! cmp -s d1/inputs/00_hidden_states.npy d8/inputs/00_hidden_states.npy || fail "seeds 7 and 8 draw the same inputs"
+ok "seed 8 draws different inputs than seed 7"
+
+if grep -Eiq '"(wall|time|timestamp|date|host)' d1/manifest.json; then fail "manifest.json holds a time or host field"; fi
+ok "manifest.json has no timestamps or wall times"
+
+# ---- what numpy sees ----
+"$PY" - d1 "$T/summary.json" <<'PYEOF'
+import hashlib, json, sys
+import numpy as np
+d, summary = sys.argv[1], json.load(open(sys.argv[2]))
+m = json.load(open(d + "/manifest.json"))
+assert m["problem"]["id"] == 28 and m["scale"] == "test" and m["seed"] == "7", m["problem"]
+assert m["precision"] == "compute" and m["backend"] == "cpu"
+assert m["dims"] == {"T": 8, "H": 64}, m["dims"]
+assert m["cost"]["flops"] > 0 and m["cost"]["min_bytes"] > 0
+roles = [(f["role"], f["name"]) for f in m["files"]]
+assert roles == [("input", "hidden_states"), ("input", "residual"), ("input", "weight"), ("output", "y")], roles
+
+def bf16(a):  # uint16 bit patterns -> float32 values
+    return (a.astype(np.uint32) << 16).view(np.float32)
+
+arr = {}
+for f in m["files"]:
+    path = d + "/" + f["path"]
+    raw = open(path, "rb").read()
+    assert hashlib.sha256(raw).hexdigest() == f["sha256"], "sha256 of " + f["path"]
+    assert len(raw) == f["bytes"]
+    hlen = int.from_bytes(raw[8:10], "little")
+    assert raw[:8] == b"\x93NUMPY\x01\x00" and (10 + hlen) % 64 == 0, "npy 1.0 header, 64-aligned"
+    a = np.load(path)
+    assert a.dtype.str == f["numpy_dtype"], (f["path"], a.dtype.str, f["numpy_dtype"])
+    assert list(a.shape) == f["shape"] == f["npy_shape"], (f["path"], a.shape, f["shape"])
+    assert f["dtype"] == "bf16" and f["numpy_dtype"] == "<u2"
+    arr[f["name"]] = bf16(a).astype(np.float64)
+print("ok: numpy loads every file with the manifest's dtype (<u2 for bf16), shape and sha256")
+
+y = arr["y"]
+(s,) = summary["outputs"]
+assert s["name"] == "y" and s["dtype"] == "bf16" and s["shape"] == [8, 64] and s["nonfinite"] == 0
+assert y.min() == s["min"] and y.max() == s["max"], (y.min(), s["min"], y.max(), s["max"])
+assert abs(y.mean() - s["mean"]) <= 1e-12, (y.mean(), s["mean"])
+print("ok: the bf16 bit patterns viewed as bf16 give the summary's min %g, max %g, mean %.6g" % (s["min"], s["max"], s["mean"]))
+
+x, r, w = arr["hidden_states"], arr["residual"], arr["weight"]
+for name in ("hidden_states", "residual"):
+    v = arr[name]
+    assert abs(v.mean()) < 0.25 and 0.75 < v.std() < 1.25, (name, v.mean(), v.std())
+assert abs(w.mean() - 1) < 0.05 and 0.05 < w.std() < 0.15, (w.mean(), w.std())
+s_ = x + r
+want = s_ / np.sqrt((s_ * s_).mean(axis=-1, keepdims=True) + 1e-5) * w
+err = np.abs(y - want).max()
+assert err <= 2.0 ** -7 * np.abs(want).max(), err
+print("ok: inputs look like their draws and y matches a numpy RMSNorm of them (max error %.3g)" % err)
+PYEOF
+
+# ---- fp64 ----
+expect_rc 0 "ref 28 --precision fp64 --seed 7 --out d64" "$MKB" ref 28 --scale test --seed 7 --precision fp64 --out d64
+for f in inputs/00_hidden_states.npy inputs/01_residual.npy inputs/02_weight.npy; do
+    cmp -s "d1/$f" "d64/$f" || fail "$f differs between compute and fp64 runs (inputs are drawn in compute precision)"
+done
+"$PY" - d64 d1 <<'PYEOF'
+import json, sys
+import numpy as np
+d, d1 = sys.argv[1], sys.argv[2]
+m = json.load(open(d + "/manifest.json"))
+assert m["precision"] == "fp64"
+out = [f for f in m["files"] if f["role"] == "output"]
+assert [(f["dtype"], f["numpy_dtype"]) for f in out] == [("fp64", "<f8")], out
+y64 = np.load(d + "/outputs/00_y.npy")
+assert y64.dtype == np.float64 and y64.shape == (8, 64)
+bf = lambda a: (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+x, r, w = (bf(np.load(d + "/inputs/%s.npy" % n)) for n in ("00_hidden_states", "01_residual", "02_weight"))
+s = x + r
+want = s / np.sqrt((s * s).mean(axis=-1, keepdims=True) + 1e-5) * w
+err = np.abs(y64 - want).max()
+assert err < 1e-12, err
+y = bf(np.load(d1 + "/outputs/00_y.npy"))
+assert 0 < np.abs(y - y64).max() <= 2.0 ** -7 * np.abs(y64).max()
+print("ok: --precision fp64 writes an <f8 y equal to a float64 numpy RMSNorm (error %.2g) and within bf16 of the compute run" % err)
+PYEOF
+ok "--precision fp64 keeps the inputs byte-identical to the compute run"
+
+# ---- nothing written without --out ----
+mkdir empty
+(cd empty && "$MKB" ref 28 --seed 3 >/dev/null) || fail "ref 28 without --out failed"
+[[ -z $(ls -A empty) ]] || fail "ref without --out wrote $(ls -A empty)"
+ok "without --out nothing is written"
+
+# ---- errors ----
+for bad in x -1 99999999999999999999 '' 1.5 0x10; do
+    expect_rc 2 "--seed '$bad'" "$MKB" ref 28 --seed "$bad"
+    expect_err "--seed" "--seed '$bad'"
+done
+ok "bad seeds (x, -1, 99999999999999999999, '', 1.5, 0x10) exit 2 naming --seed"
+expect_rc 0 "--seed 18446744073709551615" "$MKB" ref 28 --seed 18446744073709551615
+ok "the largest u64 seed is accepted"
+
+expect_rc 2 "unknown problem" "$MKB" ref 999
+expect_err "no problem '999'" "ref 999"
+expect_rc 2 "no problem given" "$MKB" ref
+expect_rc 2 "bad --precision" "$MKB" ref 28 --precision fp16
+expect_rc 2 "bad --scale" "$MKB" ref 28 --scale medium
+ok "unknown problem and bad options exit 2"
+
+expect_rc 3 "--backend cuda" "$MKB" ref 28 --backend cuda
+expect_err "CUDA" "--backend cuda"
+expect_rc 2 "--backend tpu" "$MKB" ref 28 --backend tpu
+expect_err "tpu" "--backend tpu"
+ok "--backend cuda exits 3 (not built), an unknown backend exits 2"
+
+touch afile
+expect_rc 3 "--out under a file" "$MKB" ref 28 --out afile/sub
+expect_err "afile" "--out under a file"
+expect_rc 3 "--out under /proc" "$MKB" ref 28 --out /proc/mkb-no-such-dir/x
+expect_err "/proc/mkb-no-such-dir" "--out under /proc"
+if [[ $(id -u) != 0 ]]; then
+    mkdir ro && chmod 555 ro
+    expect_rc 3 "--out under a read-only dir" "$MKB" ref 28 --out ro/sub
+    expect_err "ro/sub" "--out under a read-only dir"
+    ok "an --out under a read-only directory exits 3 naming the path"
+else
+    echo "note: running as root, which ignores directory permissions: the read-only-directory case is covered by /proc"
+fi
+ok "an unwritable --out exits 3 with the path and the reason"
+
+# ---- the full-scale bound ----
+big=$("$MKB" problems --json | "$PY" -c '
+import json, subprocess, sys
+for p in json.load(sys.stdin)["problems"]:
+    c = json.loads(subprocess.check_output([sys.argv[1], "problems", "show", str(p["id"]), "--json"]))["cost"]
+    if c["flops"] > 2e10:
+        print(p["id"]); break
+' "$MKB")
+[[ -n $big ]] || fail "no problem in the catalog exceeds 2e10 FLOPs at full scale"
+expect_rc 2 "ref $big --scale full without --force" "$MKB" ref "$big" --scale full --out dbig
+expect_err "estimated" "full-scale refusal"
+expect_err "FLOPs" "full-scale refusal"
+expect_err "--scale test" "full-scale refusal"
+[[ ! -e dbig ]] || fail "a refused run created its --out directory"
+ok "ref $big --scale full is refused (exit 2) with the estimate and a pointer to --scale test"
