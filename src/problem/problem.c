@@ -325,7 +325,8 @@ enum mkb_status mkb_problem_run(struct mkb_ctx *c, const struct mkb_problem *p, 
 
 /* ---- cost ---- */
 
-/* min_bytes counts every tensor input and every output at the workload's shapes, whether or not
+/* min_bytes counts every tensor input (tables read at indexed rows: one row per index, see
+ * rows_indexed_by) and every output at the workload's shapes, whether or not
  * the reference reads all of an input (a kernel receives it; an index-driven problem that reads
  * only some rows states the difference in its catalog entry). Scalars count nothing. */
 enum mkb_status mkb_problem_cost(const struct mkb_problem *p, enum mkb_scale s, struct mkb_cost *out) {
@@ -341,6 +342,21 @@ enum mkb_status mkb_problem_cost(const struct mkb_problem *p, enum mkb_scale s, 
         if (nd < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: input '%s'", p->name, in->name);
         int64_t numel = 1;
         for (int k = 0; k < nd; k++) numel *= shape[k];
+        if (in->rows_indexed_by && nd >= 1 && shape[0] > 0) {
+            int64_t ishape[MKB_MAX_DIMS], nidx = -1;
+            for (int j = 0; p->inputs[j].name; j++) {
+                if (strcmp(p->inputs[j].name, in->rows_indexed_by) != 0) continue;
+                int ind = mkb_shape_parse(&d, p->inputs[j].shape, ishape);
+                if (ind < 0) return mkb_error_wrap(MKB_ERR_INTERNAL, "problem %s: input '%s'", p->name, p->inputs[j].name);
+                nidx = 1;
+                for (int k = 0; k < ind; k++) nidx *= ishape[k];
+            }
+            if (nidx < 0)
+                return mkb_error(MKB_ERR_INTERNAL, "problem %s: input '%s' is indexed by '%s', which is not an input",
+                                 p->name, in->name, in->rows_indexed_by);
+            int64_t rows = nidx < shape[0] ? nidx : shape[0];
+            numel = numel / shape[0] * rows;
+        }
         min_bytes += (double)mkb_dtype_nbytes(in->dtype, numel);
     }
     for (int i = 0; p->outputs[i].name; i++) {

@@ -61,6 +61,10 @@ struct mkb_input_spec {
     const char *values;    /* how it is drawn, for the spec sheet */
     struct mkb_draw draw;  /* tensors */
     double value;          /* MKB_ARG_FLOAT / MKB_ARG_INT: the scalar passed */
+    /* Tables read only at indexed rows (embeddings): the name of the integer input whose
+     * elements each select one row (axis 0). Minimum bytes then count one row per index, at
+     * most the whole table, instead of the whole table. */
+    const char *rows_indexed_by;
 };
 
 struct mkb_output_spec {

@@ -65,7 +65,7 @@ MKB_PROBLEM(42) = {
         {"hidden_states", MKB_ARG_TENSOR, MKB_DTYPE_BF16, "B S H", "N(0,1) drawn in bf16",
          .draw = {MKB_DRAW_NORMAL}},
         {"word_embeddings", MKB_ARG_TENSOR, MKB_DTYPE_BF16, "V H", "N(0,1) drawn in bf16",
-         .draw = {MKB_DRAW_NORMAL}},
+         .draw = {MKB_DRAW_NORMAL}, .rows_indexed_by = "input_ids"},
         {"enorm_weight", MKB_ARG_TENSOR, MKB_DTYPE_BF16, "H", "1 + 0.1 N(0,1), drawn in bf16",
          .draw = {MKB_DRAW_NORMAL, .scale = 0.1, .shift = 1.0}},
         {"hnorm_weight", MKB_ARG_TENSOR, MKB_DTYPE_BF16, "H", "1 + 0.1 N(0,1), drawn in bf16",
