@@ -19,6 +19,14 @@ extern const struct mkb_command mkb_commands[];
 
 int cmd_problems(int argc, char **argv);
 int cmd_ref(int argc, char **argv);
+int cmd_grade(int argc, char **argv);
+int cmd_env(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_build(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* Print "mkb <cmd>: <message>" (and the relay trace when MKB_LOG=debug) on stderr; return the
  * status's exit code. */

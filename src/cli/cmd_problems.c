@@ -99,6 +99,14 @@ static void fmt_bytes(double b, char *buf, size_t cap) {
         snprintf(buf, cap, "%.1f %s", b, units[u]);
 }
 
+/* The shortest of %.15g, %.16g, %.17g that reads back as v: 1e-06, not 9.9999999999999995e-07. */
+static void fmt_double(double v, char *buf, size_t cap) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
 static const char *scalar_kind(enum mkb_arg_kind k) { return k == MKB_ARG_INT ? "int" : "float"; }
 
 /* ---- list ---- */
@@ -280,8 +288,11 @@ static int show_text(const struct mkb_problem *p, const struct mkb_dims *d, enum
             if (in->kind == MKB_ARG_TENSOR) continue;
             if (in->kind == MKB_ARG_INT)
                 printf("  %3d  %-*s  %-5s  %lld\n", i, wname, in->name, "int", (long long)in->value);
-            else
-                printf("  %3d  %-*s  %-5s  %.17g\n", i, wname, in->name, "float", in->value);
+            else {
+                char num[40];
+                fmt_double(in->value, num, sizeof num);
+                printf("  %3d  %-*s  %-5s  %s\n", i, wname, in->name, "float", num);
+            }
         }
     }
     printf("\noutputs (returned in this order)\n");
@@ -310,7 +321,7 @@ static int show_text(const struct mkb_problem *p, const struct mkb_dims *d, enum
     return 0;
 }
 
-static int cmd_show(int argc, char **argv) {
+static int problems_show(int argc, char **argv) {
     static const struct option opts[] = {
         {"scale", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
@@ -352,7 +363,7 @@ static int cmd_show(int argc, char **argv) {
 }
 
 int cmd_problems(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "show")) return cmd_show(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "show")) return problems_show(argc - 1, argv + 1);
     static const struct option opts[] = {
         {"family", required_argument, NULL, 'f'},
         {"json", no_argument, NULL, 'j'},

@@ -9,6 +9,14 @@
 const struct mkb_command mkb_commands[] = {
     {"problems", cmd_problems, "list the catalog, or show one problem's spec sheet", "cpu"},
     {"ref", cmd_ref, "draw a problem's inputs and run its reference; write .npy files", "cpu"},
+    {"report", cmd_report, "metrics, tables and figures from result stores", "cpu"},
+    {"doctor", cmd_doctor, "report the GPU, driver, measured ceilings and programs mkb needs", "gpu"},
+    {"agent", cmd_agent, "try the built-in agent on a model: --ping, or one attempt in a directory", "network"},
+    {"show", cmd_show, "render a trial's transcript: turns, commands, usage, submissions", "cpu"},
+    {"build", cmd_build, "render the tasks (instruction, spec, reference, helper, DSL docs) of problems x DSLs", "cpu"},
+    {"run", cmd_run, "plan and converge a model's trials: agents in sandboxes, submissions, records", "gpu"},
+    {"grade", cmd_grade, "grade one kernel.py on a problem in a DSL: correctness, timing, speedup, rules", "gpu"},
+    {"env", cmd_env, "create and check the pinned Python environments of the DSLs (PyPI or a wheelhouse)", "network"},
     {NULL, NULL, NULL, NULL},
 };
 

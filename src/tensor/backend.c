@@ -10,6 +10,9 @@ enum mkb_status mkb_backend_by_name(const char *name, struct mkb_backend **out) 
         *out = mkb_backend_cpu();
         return MKB_OK;
     }
-    if (!strcmp(name, "cuda")) return mkb_error(MKB_ERR_UNSUPPORTED, "this mkb was built without the CUDA backend");
+    if (!strcmp(name, "cuda")) {
+        *out = mkb_backend_cuda(); /* NULL with the reason recorded: no CUDA in this build, or no GPU */
+        return *out ? MKB_OK : MKB_ERR_UNSUPPORTED;
+    }
     return mkb_error(MKB_ERR_INVALID, "unknown backend '%s' (known: cpu, cuda)", name);
 }

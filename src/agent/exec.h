@@ -1,0 +1,64 @@
+/* How the agent runs a command: one function pointer, exec(command, timeout) -> output and exit
+ * status, so the loop does not care where commands run. A trial plugs its bubblewrap sandbox in
+ * through struct mkb_executor (protocol/sandbox.h: mkb_sandbox_exec). This file also gives a
+ * direct executor that runs `bash -c <command>` in a directory with no isolation at all, for the
+ * tests and for `mkb agent --sandbox none`, and the UTF-8 clean-up every executor applies.
+ *
+ * Output is stdout and stderr interleaved as the command wrote them, kept as the first and the
+ * last half of max_output bytes with a marker between, made valid UTF-8 (bad bytes become '?')
+ * so it can go into JSON. A command past its timeout is killed with its whole process group.
+ * It does not keep state between commands (each runs in a fresh shell; files persist in the
+ * workspace) and it does not count budgets: callers pass the timeout left.
+ *
+ * Ownership: mkb_exec_result.output is malloc'ed; mkb_exec_result_release() frees it. */
+#ifndef MKB_AGENT_EXEC_H
+#define MKB_AGENT_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+struct mkb_exec_result {
+    char *output;         /* NUL-terminated, valid UTF-8 */
+    int64_t output_bytes; /* what the command wrote in all, before truncation */
+    bool truncated;
+    int exit_code; /* the command's exit status; 128+N when killed by signal N */
+    bool timed_out; /* killed at the timeout */
+    double wall_s;
+};
+
+/* Run command with at most timeout_s seconds; keep at most max_output bytes of output. A command
+ * that fails or times out is a result, not an error: the status is for the executor itself
+ * failing (cannot fork, sandbox missing). */
+typedef enum mkb_status (*mkb_exec_fn)(void *ctx, const char *command, double timeout_s, int64_t max_output,
+                                       struct mkb_exec_result *out);
+
+struct mkb_executor {
+    mkb_exec_fn exec;
+    void *ctx;
+    const char *describe; /* a line for the transcript: "bubblewrap sandbox in /x/ws" */
+};
+
+void mkb_exec_result_release(struct mkb_exec_result *r);
+
+/* ---- the direct executor ---- */
+
+struct mkb_local_sandbox {
+    const char *workspace;  /* the working directory */
+    const char *const *env; /* extra NAME=value variables (NULL-terminated or NULL) */
+    int64_t memory_bytes;   /* RLIMIT_AS for the command; 0 for none */
+    int64_t file_bytes;     /* RLIMIT_FSIZE; 0 for none */
+};
+
+/* exec for struct mkb_local_sandbox (ctx): bash -c in the workspace, in its own process group,
+ * with a clean environment (PATH, HOME=workspace, LANG, TERM=dumb, PYTHONUNBUFFERED, plus env;
+ * never mkb's own, which holds API keys). No isolation: the command can read and write whatever
+ * the user can. */
+enum mkb_status mkb_local_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
+                               struct mkb_exec_result *out);
+
+/* Replace every byte that is not part of valid UTF-8 (and NUL) with '?', in place. */
+void mkb_utf8_sanitize(char *s, int64_t len);
+
+#endif

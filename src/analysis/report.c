@@ -1,0 +1,883 @@
+/* The report writer (see report.h): results.json -> a list of blocks (headings, paragraphs,
+ * tables, figures) -> Markdown, LaTeX or HTML. */
+#include "analysis/report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+
+/* ---- the document model ---- */
+
+#define MAX_COLS 16
+
+enum block_kind { B_HEADING, B_PARA, B_TABLE, B_FIGURE };
+
+struct table {
+    int ncols;
+    const char *head[MAX_COLS];
+    int right[MAX_COLS]; /* numeric columns align right */
+    int nrows, cap;
+    const char ***rows;
+};
+
+struct block {
+    enum block_kind kind;
+    int level;         /* heading */
+    const char *text;  /* heading, paragraph, table caption, figure caption */
+    const char *name;  /* figure file stem; table label */
+    struct table *t;
+};
+
+struct doc {
+    struct mkb_arena a;
+    struct block *b;
+    int n, cap;
+    int oom;
+};
+
+static struct block *push(struct doc *d, enum block_kind k) {
+    if (d->n == d->cap) {
+        int cap = d->cap ? d->cap * 2 : 64;
+        struct block *nb = realloc(d->b, sizeof *nb * (size_t)cap);
+        if (!nb) {
+            d->oom = 1;
+            return NULL;
+        }
+        d->b = nb;
+        d->cap = cap;
+    }
+    struct block *b = &d->b[d->n++];
+    memset(b, 0, sizeof *b);
+    b->kind = k;
+    return b;
+}
+
+static const char *vfmt(struct doc *d, const char *fmt, va_list ap) {
+    char buf[4096];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    const char *s = mkb_arena_strdup(&d->a, buf);
+    if (!s) d->oom = 1;
+    return s ? s : "";
+}
+
+static const char *fmt(struct doc *d, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static const char *fmt(struct doc *d, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    const char *s = vfmt(d, f, ap);
+    va_end(ap);
+    return s;
+}
+
+static void heading(struct doc *d, int level, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void heading(struct doc *d, int level, const char *f, ...) {
+    struct block *b = push(d, B_HEADING);
+    if (!b) return;
+    va_list ap;
+    va_start(ap, f);
+    b->level = level;
+    b->text = vfmt(d, f, ap);
+    va_end(ap);
+}
+
+static void para(struct doc *d, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void para(struct doc *d, const char *f, ...) {
+    struct block *b = push(d, B_PARA);
+    if (!b) return;
+    va_list ap;
+    va_start(ap, f);
+    b->text = vfmt(d, f, ap);
+    va_end(ap);
+}
+
+/* head: column names; a leading '>' marks a right-aligned (numeric) column */
+static struct table *table(struct doc *d, const char *name, const char *caption, int ncols, const char *const *head) {
+    struct block *b = push(d, B_TABLE);
+    struct table *t = mkb_arena_alloc(&d->a, sizeof *t);
+    if (!b || !t) {
+        d->oom = 1;
+        return NULL;
+    }
+    b->text = caption;
+    b->name = name;
+    b->t = t;
+    t->ncols = ncols;
+    for (int i = 0; i < ncols; i++) {
+        t->right[i] = head[i][0] == '>';
+        t->head[i] = head[i] + t->right[i];
+    }
+    return t;
+}
+
+static void row(struct doc *d, struct table *t, ...) {
+    if (!t) return;
+    if (t->nrows == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        const char ***nr = mkb_arena_alloc(&d->a, sizeof *nr * (size_t)cap);
+        if (!nr) {
+            d->oom = 1;
+            return;
+        }
+        if (t->rows) memcpy(nr, t->rows, sizeof *nr * (size_t)t->nrows);
+        t->rows = nr;
+        t->cap = cap;
+    }
+    const char **cells = mkb_arena_alloc(&d->a, sizeof *cells * (size_t)t->ncols);
+    if (!cells) {
+        d->oom = 1;
+        return;
+    }
+    va_list ap;
+    va_start(ap, t);
+    for (int i = 0; i < t->ncols; i++) {
+        const char *c = va_arg(ap, const char *);
+        cells[i] = c ? c : "";
+    }
+    va_end(ap);
+    t->rows[t->nrows++] = cells;
+}
+
+static void figure(struct doc *d, const char *name, const char *caption) {
+    struct block *b = push(d, B_FIGURE);
+    if (!b) return;
+    b->name = name;
+    b->text = caption;
+}
+
+/* ---- reading results.json ---- */
+
+static json_t *get(json_t *o, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *v = o;
+    char *save = NULL;
+    for (char *k = strtok_r(buf, "/", &save); k && v; k = strtok_r(NULL, "/", &save)) v = json_object_get(v, k);
+    return v;
+}
+
+static double real(json_t *o, const char *path) {
+    json_t *v = get(o, path);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static long long integer(json_t *o, const char *path) {
+    json_t *v = get(o, path);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+static const char *str(json_t *o, const char *path) {
+    json_t *v = get(o, path);
+    return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static json_t *group_of(json_t *contrast, const char *family) {
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(contrast, "groups"), i, g) if (!strcmp(str(g, "family"), family)) return g;
+    return NULL;
+}
+
+/* ---- number formats ---- */
+
+#define NA "–"
+
+static const char *pct(struct doc *d, double x) { return isfinite(x) ? fmt(d, "%.1f", 100 * x) : NA; }
+
+static const char *ci_text(struct doc *d, json_t *ci, double scale, int sign) {
+    if (!json_is_object(ci)) return "";
+    double lo = real(ci, "lo") * scale, hi = real(ci, "hi") * scale;
+    return sign ? fmt(d, " [%+.1f, %+.1f]", lo, hi) : fmt(d, " [%.1f, %.1f]", lo, hi);
+}
+
+/* a rate object as "25.0 [4.6, 69.9]" (percent), with the Wilson or bootstrap interval */
+static const char *rate(struct doc *d, json_t *r, const char *which) {
+    double v = real(r, "value");
+    if (!isfinite(v)) return NA;
+    return fmt(d, "%.1f%s", 100 * v, ci_text(d, get(r, which), 100, 0));
+}
+
+/* a {value, ci} object as a signed percent: "+145.6 [-25.0, +2061.9]" */
+static const char *signed_pct(struct doc *d, json_t *vc, double scale) {
+    double v = real(vc, "value");
+    if (!isfinite(v)) return NA;
+    return fmt(d, "%+.1f%s", scale * v, ci_text(d, get(vc, "ci"), scale, 1));
+}
+
+static const char *pval(struct doc *d, json_t *o, const char *path) {
+    double p = real(o, path);
+    if (!isfinite(p)) return NA;
+    if (p < 0.001) return "<0.001";
+    return fmt(d, "%.3f", p);
+}
+
+static const char *count_of(struct doc *d, json_t *g) {
+    long long n = integer(g, "n_resolved"), cells = integer(g, "n_cell_replicates");
+    return n == cells ? fmt(d, "%lld", n) : fmt(d, "%lld of %lld", n, cells);
+}
+
+static const char *const rungs[] = {"R@0", "R@0.5", "R@1", "R@2", "R@4"};
+
+static const char *rung(struct doc *d, json_t *ladder, int t) { return rate(d, json_object_get(ladder, rungs[t]), "ci_wilson"); }
+
+static const char *s_text(struct doc *d, json_t *ladder) {
+    double s = real(ladder, "S");
+    if (!isfinite(s)) return NA;
+    return fmt(d, "%.1f%s", s, ci_text(d, get(ladder, "S_ci"), 1, 0));
+}
+
+static const char *lift_rung(struct doc *d, json_t *lift, int t) {
+    return signed_pct(d, json_object_get(lift, rungs[t]), 100);
+}
+
+/* ---- the sections ---- */
+
+#define CLIP_NOTE                                                                                                  \
+    "value = speedup clipped to [1/16, 16] if passed, else 1/16; ΔGM = geometric mean of skill value / base value, " \
+    "minus 1, in percent"
+
+static int is_transfer(json_t *c) {
+    const char *k = str(c, "kind");
+    return !strcmp(k, "skill") || !strcmp(k, "pooled");
+}
+
+static const char *label_of(struct doc *d, json_t *c) {
+    if (!strcmp(str(c, "kind"), "pooled")) return "all directions";
+    return fmt(d, "%s", str(c, "name"));
+}
+
+static void transfer_table(struct doc *d, json_t *store, enum mkb_report_by by) {
+    static const char *head[] = {"direction", "family", ">n", ">problems", ">T % [95% CI]", ">H % [95% CI]",
+                                 ">neutral %", ">ΔGM % [95% CI]", ">sign p", ">Wilcoxon p", ">McNemar lost/gained (p)"};
+    struct table *t = table(
+        d, "transfer",
+        fmt(d, "Transfer to the target solo. T and H: share of comparisons whose skill attempt is a tier above / below "
+               "the target solo's (skips count as neutral), bootstrap intervals over problems. %s. Sign and Wilcoxon "
+               "tests on ln(skill value / base value), two-sided; McNemar exact on pass flips.",
+            CLIP_NOTE),
+        11, head);
+    json_t *contrasts = json_object_get(store, "contrasts");
+    json_t *families = json_object_get(store, "families");
+    int nfam = by == MKB_REPORT_BY_FAMILY ? (int)json_array_size(families) : 0;
+    for (int f = -1; f < nfam; f++) {
+        const char *fam = f < 0 ? "all" : json_string_value(json_array_get(families, (size_t)f));
+        size_t i;
+        json_t *c;
+        json_array_foreach(contrasts, i, c) {
+            if (!is_transfer(c)) continue;
+            json_t *g = group_of(c, fam);
+            if (!g) continue;
+            row(d, t, label_of(d, c), fam, count_of(d, g), fmt(d, "%lld", integer(g, "n_problems")),
+                rate(d, get(g, "help"), "ci_boot"), rate(d, get(g, "harm"), "ci_boot"), pct(d, real(g, "neutral/value")),
+                signed_pct(d, get(g, "dgm"), 100), pval(d, g, "tests/sign/p"), pval(d, g, "tests/wilcoxon/p"),
+                fmt(d, "%lld/%lld (%s)", integer(g, "tests/mcnemar/lost"), integer(g, "tests/mcnemar/gained"),
+                    pval(d, g, "tests/mcnemar/p_exact")));
+        }
+    }
+}
+
+static void ladder_rows(struct doc *d, struct table *t, const char *dir, const char *what, json_t *lad, int full) {
+    if (!lad) return;
+    json_t *base = get(lad, "base"), *treat = get(lad, "treat"), *lift = get(lad, "lift");
+    const char *n = fmt(d, "%lld", integer(lad, "n"));
+    if (full) {
+        row(d, t, dir, fmt(d, "%s base", what), n, rung(d, base, 0), rung(d, base, 1), rung(d, base, 2), rung(d, base, 3),
+            rung(d, base, 4), s_text(d, base));
+        row(d, t, dir, fmt(d, "%s skill", what), n, rung(d, treat, 0), rung(d, treat, 1), rung(d, treat, 2),
+            rung(d, treat, 3), rung(d, treat, 4), s_text(d, treat));
+    }
+    row(d, t, dir, fmt(d, "%s lift", what), n, lift_rung(d, lift, 0), lift_rung(d, lift, 1), lift_rung(d, lift, 2),
+        lift_rung(d, lift, 3), lift_rung(d, lift, 4), signed_pct(d, get(lift, "S"), 1));
+}
+
+static void ladder_table(struct doc *d, json_t *store) {
+    static const char *head[] = {"direction", "rows", ">n", ">R@0", ">R@0.5", ">R@1", ">R@2", ">R@4", ">S"};
+    struct table *t = table(d, "ladders",
+                            "Ladders. R@t: % of comparisons whose attempt passed with speedup ≥ t (Wilson intervals); "
+                            "S = 100 × mean of the five. Skill rows score a skipped skill as the base. Lift = skill − "
+                            "base in points, bootstrap intervals over problems. 'with skill' keeps comparisons whose "
+                            "source wrote SKILL.md; 'source passed/failed' splits by the source solo's verdict.",
+                            9, head);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(store, "contrasts"), i, c) {
+        if (!is_transfer(c)) continue;
+        json_t *g = group_of(c, "all");
+        if (!g) continue;
+        const char *dir = label_of(d, c);
+        ladder_rows(d, t, dir, "all:", get(g, "ladders"), 1);
+        ladder_rows(d, t, dir, "with skill:", get(g, "with_skill"), 0);
+        ladder_rows(d, t, dir, "source passed:", get(g, "by_source_verdict/passed"), 1);
+        ladder_rows(d, t, dir, "source failed:", get(g, "by_source_verdict/failed"), 1);
+    }
+}
+
+static void coverage_table(struct doc *d, json_t *store) {
+    static const char *head[] = {"direction", ">n", ">source passed % [95% CI]", ">skill present % [95% CI]"};
+    struct table *t = table(d, "coverage",
+                            "Coverage: share of comparisons whose source solo passed, and whose source wrote SKILL.md "
+                            "(the skill was not skipped). Wilson intervals.",
+                            4, head);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(store, "contrasts"), i, c) {
+        if (!is_transfer(c)) continue;
+        json_t *g = group_of(c, "all");
+        if (!g) continue;
+        row(d, t, label_of(d, c), count_of(d, g), rate(d, get(g, "source_coverage"), "ci_wilson"),
+            rate(d, get(g, "skill_coverage"), "ci_wilson"));
+    }
+}
+
+static void standing_rows(struct doc *d, struct table *t, const char *label, json_t *standing) {
+    static const char *names[] = {"above", "same", "below"};
+    for (int s = 0; s < 3; s++) {
+        json_t *x = get(standing, names[s]);
+        if (!x) continue;
+        row(d, t, label, names[s], fmt(d, "%lld", integer(x, "n")), rate(d, get(x, "help"), "ci_wilson"),
+            rate(d, get(x, "harm"), "ci_wilson"), pct(d, real(x, "neutral/value")), signed_pct(d, get(x, "dgm"), 100));
+    }
+}
+
+static const char *const standing_head[] = {"", "source vs solo", ">n", ">T % [95% CI]", ">H % [95% CI]",
+                                            ">neutral %", ">ΔGM % [95% CI]"};
+
+static void standing_table(struct doc *d, json_t *store) {
+    const char *head[7];
+    memcpy(head, standing_head, sizeof head);
+    head[0] = "direction";
+    struct table *t = table(
+        d, "standing",
+        fmt(d, "Relative standing: comparisons split by the source solo's tier against the target solo's tier "
+               "(above, same, below). T and H with Wilson intervals; ΔGM with bootstrap intervals over problems; %s.",
+            CLIP_NOTE),
+        7, head);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(store, "contrasts"), i, c) {
+        if (!is_transfer(c)) continue;
+        json_t *g = group_of(c, "all");
+        if (g) standing_rows(d, t, label_of(d, c), get(g, "standing"));
+    }
+}
+
+static void reverse_row(struct doc *d, struct table *t, const char *from, const char *to, json_t *e) {
+    row(d, t, from, to, str(e, "family"), str(e, "which"), fmt(d, "%lld", integer(e, "n")),
+        rate(d, get(e, "help"), "ci_wilson"), rate(d, get(e, "harm"), "ci_wilson"),
+        rate(d, get(e, "neutral"), "ci_wilson"));
+}
+
+static const char *const reverse_head[] = {"from", "to", "family", "selected", ">n", ">reverse helped % [95% CI]",
+                                           ">reverse harmed % [95% CI]", ">reverse neutral % [95% CI]"};
+
+static void reverse_table(struct doc *d, json_t *store, enum mkb_report_by by) {
+    json_t *rev = json_object_get(store, "reverse");
+    if (json_array_size(rev) == 0) return;
+    struct table *t = table(d, "reverse",
+                            "Reverse direction: of the comparisons helped (or harmed) in one direction, the outcome "
+                            "on the same problem and replicate in the other. Wilson intervals.",
+                            8, reverse_head);
+    size_t i;
+    json_t *e;
+    json_array_foreach(rev, i, e) {
+        if (by == MKB_REPORT_BY_DIRECTION && strcmp(str(e, "family"), "all") != 0) continue;
+        int all = !strcmp(str(e, "from"), "all");
+        reverse_row(d, t, all ? "both directions" : str(e, "from"), all ? "each's reverse" : str(e, "to"), e);
+    }
+}
+
+static void controls_table(struct doc *d, json_t *store) {
+    json_t *contrasts = json_object_get(store, "contrasts");
+    int any = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(contrasts, i, c) any |= !is_transfer(c);
+    if (!any) return;
+    static const char *head[] = {"target", "treatment", "against", ">n", ">T % [95% CI]", ">H % [95% CI]",
+                                 ">ΔGM % [95% CI]", ">lift S [95% CI]"};
+    struct table *t = table(
+        d, "controls",
+        fmt(d, "Controls set against the skill arm, per target DSL: the skill arm and each control (placebo: a "
+               "skill-shaped text with no problem knowledge; self: the skill of the same DSL's solo) against the "
+               "target solo, then the skill arm against each control directly. Bootstrap intervals over problems; %s.",
+            CLIP_NOTE),
+        8, head);
+    /* the target DSLs in order of first appearance among the controls */
+    const char *dsls[32];
+    int nd = 0;
+    json_array_foreach(contrasts, i, c) {
+        if (is_transfer(c)) continue;
+        const char *x = str(c, "dsl");
+        int seen = 0;
+        for (int k = 0; k < nd; k++) seen |= !strcmp(dsls[k], x);
+        if (!seen && nd < 32) dsls[nd++] = x;
+    }
+    static const char *order[] = {"skill", "placebo", "self", "versus"};
+    for (int k = 0; k < nd; k++)
+        for (int o = 0; o < 4; o++) json_array_foreach(contrasts, i, c) {
+                if (strcmp(str(c, "kind"), order[o]) != 0 || strcmp(str(c, "dsl"), dsls[k]) != 0) continue;
+                json_t *g = group_of(c, "all");
+                if (!g) continue;
+                row(d, t, dsls[k], str(c, "treat_arm"), str(c, "base_arm"), count_of(d, g),
+                    rate(d, get(g, "help"), "ci_boot"), rate(d, get(g, "harm"), "ci_boot"),
+                    signed_pct(d, get(g, "dgm"), 100), signed_pct(d, get(g, "ladders/lift/S"), 1));
+            }
+}
+
+static const char *int_or_na(struct doc *d, json_t *o, const char *path) {
+    json_t *v = get(o, path);
+    return json_is_integer(v) ? fmt(d, "%lld", (long long)json_integer_value(v)) : NA;
+}
+
+static const char *real_or_na(struct doc *d, json_t *o, const char *path, const char *f) {
+    double x = real(o, path);
+    return isfinite(x) ? fmt(d, f, x) : NA;
+}
+
+static void arms_table(struct doc *d, json_t *store) {
+    static const char *head[] = {"arm", ">trials", ">scored", ">R@0 % [95% CI]", ">R@1 % [95% CI]", ">S [95% CI]",
+                                 ">tokens in", ">cached", ">tokens out", ">cost USD", ">agent s (mean)"};
+    struct table *t = table(
+        d, "arms",
+        "Arms, unpaired: every scored attempt of the arm (a skip scored as its solo); R@t with Wilson intervals, S "
+        "with a bootstrap interval over problems. Usage over the records that carry it; a sum is shown as – when "
+        "any counted record lacks that number.",
+        11, head);
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(store, "arms"), i, a) {
+        json_t *l = get(a, "ladder"), *u = get(a, "usage");
+        row(d, t, str(a, "arm"), fmt(d, "%lld", integer(a, "n_trials")), fmt(d, "%lld", integer(a, "n_scored")),
+            rate(d, get(l, "R@0"), "ci_wilson"), rate(d, get(l, "R@1"), "ci_wilson"), s_text(d, l),
+            int_or_na(d, u, "tokens_in"), int_or_na(d, u, "tokens_cached"), int_or_na(d, u, "tokens_out"),
+            real_or_na(d, u, "cost_usd", "%.2f"), real_or_na(d, u, "agent_s_mean", "%.0f"));
+    }
+}
+
+static void unresolved_table(struct doc *d, json_t *store) {
+    json_t *u = json_object_get(store, "unresolved");
+    if (json_array_size(u) == 0) return;
+    static const char *head[] = {"contrast", "problem", ">replicate", "reason"};
+    struct table *t = table(d, "unresolved",
+                            "Unresolved cell-replicates, left out of every figure above until their trials finish.",
+                            4, head);
+    size_t i;
+    json_t *e;
+    json_array_foreach(u, i, e) row(d, t, str(e, "name"), str(e, "problem"), fmt(d, "r%lld", integer(e, "replicate")),
+                                    str(e, "reason"));
+}
+
+static void store_section(struct doc *d, json_t *store, const struct mkb_report_opts *o) {
+    heading(d, 2, "Model %s", str(store, "model"));
+    json_t *fam = json_object_get(store, "families");
+    char fams[512] = "";
+    size_t i, used = 0;
+    json_t *f;
+    json_array_foreach(fam, i, f) used += (size_t)snprintf(fams + used, used < sizeof fams ? sizeof fams - used : 0,
+                                                          "%s%s", i ? ", " : "", json_string_value(f));
+    if (integer(store, "trials/dirs") == 0) {
+        para(d, "Store %s holds no trial yet.", str(store, "dir"));
+        return;
+    }
+    para(d, "Store %s: %lld problems (%s), replicates 1..%lld; %lld trials: %lld graded, %lld skipped, %lld in error, "
+            "%lld without a record.",
+         str(store, "dir"), integer(store, "n_problems"), fams, integer(store, "replicates"),
+         integer(store, "trials/dirs"), integer(store, "trials/verdict"), integer(store, "trials/skip"),
+         integer(store, "trials/error"), integer(store, "trials/missing"));
+    if (json_is_true(get(store, "partial")))
+        para(d, "**PARTIAL**: %zu cell-replicate comparison(s) could not be scored (listed at the end of this "
+                "section); every figure below covers only the resolved ones and says so in its n.",
+             json_array_size(json_object_get(store, "unresolved")));
+    int any_transfer = 0;
+    json_t *c;
+    json_array_foreach(json_object_get(store, "contrasts"), i, c) any_transfer |= is_transfer(c);
+    if (any_transfer) {
+        heading(d, 3, "Transfer");
+        transfer_table(d, store, o->by);
+        heading(d, 3, "Ladders");
+        ladder_table(d, store);
+        heading(d, 3, "Coverage");
+        coverage_table(d, store);
+        heading(d, 3, "Relative standing");
+        standing_table(d, store);
+        if (json_array_size(json_object_get(store, "reverse"))) {
+            heading(d, 3, "Reverse direction");
+            reverse_table(d, store, o->by);
+        }
+    } else {
+        para(d, "No skill arm in this store: no transfer to report.");
+    }
+    int any_control = 0;
+    json_array_foreach(json_object_get(store, "contrasts"), i, c) any_control |= !is_transfer(c);
+    if (any_control) {
+        heading(d, 3, "Controls");
+        controls_table(d, store);
+    }
+    heading(d, 3, "Arms and usage");
+    arms_table(d, store);
+    if (json_array_size(json_object_get(store, "unresolved"))) {
+        heading(d, 3, "Unresolved");
+        unresolved_table(d, store);
+    }
+}
+
+static void models_section(struct doc *d, json_t *models) {
+    heading(d, 2, "Comparison across models");
+    static const char *head[] = {"model", "direction", ">n", ">problems", ">T % [95% CI]", ">ΔGM % [95% CI]",
+                                 ">H % [95% CI]", ">neutral %"};
+    struct table *t = table(
+        d, "models",
+        fmt(d, "Cross-DSL skill transfer against the target variant's solo attempts, per model and direction: help "
+               "rate T, paired lift ΔGM, harm rate H, with bootstrap intervals over problems; skips count as "
+               "neutral; %s.",
+            CLIP_NOTE),
+        8, head);
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(models, "rows"), i, r) {
+        const char *dir = str(r, "direction");
+        row(d, t, str(r, "model"), !strcmp(dir, "all_directions") ? "all directions" : dir,
+            fmt(d, "%lld", integer(r, "n")), fmt(d, "%lld", integer(r, "n_problems")), rate(d, get(r, "help"), "ci_boot"),
+            signed_pct(d, get(r, "dgm"), 100), rate(d, get(r, "harm"), "ci_boot"), pct(d, real(r, "neutral/value")));
+    }
+    const char *head2[7];
+    memcpy(head2, standing_head, sizeof head2);
+    head2[0] = "pooled";
+    struct table *t2 = table(
+        d, "standing_pooled",
+        fmt(d, "Relative standing pooled over every model and direction (skips count as neutral). T and H with "
+               "Wilson intervals; ΔGM with bootstrap intervals resampling (model, problem); %s.",
+            CLIP_NOTE),
+        7, head2);
+    standing_rows(d, t2, "all models", get(models, "standing_pooled"));
+    json_t *rp = json_object_get(models, "reverse_pooled");
+    if (integer(json_array_get(rp, 0), "n") + integer(json_array_get(rp, 1), "n") > 0) {
+        struct table *t3 = table(d, "reverse_pooled",
+                                 "Reverse direction pooled over every model: of the comparisons helped (harmed) in "
+                                 "one direction, the outcome on the same model, problem and replicate in the other. "
+                                 "Wilson intervals.",
+                                 8, reverse_head);
+        json_array_foreach(rp, i, r) reverse_row(d, t3, "every direction", "its reverse", r);
+    }
+}
+
+static void build(struct doc *d, json_t *res, const struct mkb_report_opts *o) {
+    json_t *stores = json_object_get(res, "stores");
+    heading(d, 1, "mkb report");
+    char models[1024] = "";
+    size_t i, used = 0;
+    json_t *s;
+    json_array_foreach(stores, i, s) used += (size_t)snprintf(models + used, used < sizeof models ? sizeof models - used : 0,
+                                                             "%s%s", i ? ", " : "", str(s, "model"));
+    para(d, "%zu store(s): %s. mkb %s.", json_array_size(stores), models, str(res, "mkb_version"));
+    long long B = integer(res, "settings/bootstrap/resamples");
+    para(d, "How to read the figures. A comparison pairs an attempt with its base on the same problem and replicate. "
+            "Tiers: failed < passed with speedup in [0,0.5) < [0.5,1) < [1,2) < [2,4) < ≥4; help / harm = the "
+            "attempt's tier above / below the base's. A skipped skill (the source wrote no SKILL.md) is scored as the "
+            "target solo and counts as neutral. Values for ΔGM: speedup clipped to [1/16, 16]; failed = 1/16. "
+            "Percentages throughout; every interval is 95%%: Wilson score intervals for rates, percentile bootstrap "
+            "intervals for lift, T, H and ΔGM (%s). n is the number of comparisons; \"4 of 5\" means one "
+            "cell-replicate is unresolved.",
+         B > 0 ? fmt(d, "B = %lld resamples of problems, paired, seed %lld", B, integer(res, "settings/bootstrap/seed"))
+               : "bootstrap turned off");
+    if (json_is_true(get(res, "partial")))
+        para(d, "**PARTIAL REPORT**: some trials are missing, in flight or ended in error; see each model's "
+                "'Unresolved' table.");
+    if (json_array_size(stores) > 1) models_section(d, json_object_get(res, "models"));
+    json_array_foreach(stores, i, s) store_section(d, s, o);
+    if (o->figures) {
+        heading(d, 2, "Figures");
+        figure(d, "paired_ratio",
+               "Paired ratio per problem, per model and direction: skill value / solo value (geometric mean over "
+               "replicates; values are speedups clipped to [1/16, 16], failed = 1/16), problems sorted by ratio; "
+               "green helped, orange harmed, grey neutral (by tier). n in each panel's title.");
+        figure(d, "standing",
+               "Transfer by relative standing: share of comparisons helped, neutral and harmed when the source "
+               "solo's tier stands above, at or below the target solo's; each model pools both directions; the last "
+               "panel pools all models. n on each bar.");
+        figure(d, "ladders", "Ladders per arm: R@t (share passed with speedup ≥ t) of every arm's attempts, per "
+                             "model. n in the legend.");
+    }
+}
+
+/* ---- renderers ---- */
+
+static void md_cell(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '|')
+            fputs("\\|", f);
+        else if (*s == '\n')
+            fputc(' ', f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void render_md(FILE *f, const struct doc *d, const struct mkb_report_opts *o) {
+    for (int i = 0; i < d->n; i++) {
+        const struct block *b = &d->b[i];
+        switch (b->kind) {
+        case B_HEADING:
+            for (int k = 0; k < b->level; k++) fputc('#', f);
+            fprintf(f, " %s\n\n", b->text);
+            break;
+        case B_PARA: fprintf(f, "%s\n\n", b->text); break;
+        case B_TABLE: {
+            const struct table *t = b->t;
+            fprintf(f, "*%s*\n\n", b->text);
+            fputc('|', f);
+            for (int c = 0; c < t->ncols; c++) {
+                fputc(' ', f);
+                md_cell(f, t->head[c]);
+                fputs(" |", f);
+            }
+            fputs("\n|", f);
+            for (int c = 0; c < t->ncols; c++) fputs(t->right[c] ? "---:|" : "---|", f);
+            fputc('\n', f);
+            for (int r = 0; r < t->nrows; r++) {
+                fputc('|', f);
+                for (int c = 0; c < t->ncols; c++) {
+                    fputc(' ', f);
+                    md_cell(f, t->rows[r][c]);
+                    fputs(" |", f);
+                }
+                fputc('\n', f);
+            }
+            if (t->nrows == 0) fputs("\n(no rows)\n", f);
+            fputc('\n', f);
+            break;
+        }
+        case B_FIGURE:
+            fprintf(f, "![%s](%s/%s.svg)\n\n*Figure: %s* (PNG: [%s.png](%s/%s.png))\n\n", b->name, o->figures, b->name,
+                    b->text, b->name, o->figures, b->name);
+            break;
+        }
+    }
+}
+
+static void html_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* paragraphs carry **bold** markers in Markdown style; HTML and LaTeX turn them into bold */
+static void html_para(FILE *f, const char *s) {
+    int bold = 0;
+    for (; *s; s++) {
+        if (s[0] == '*' && s[1] == '*') {
+            fputs(bold ? "</strong>" : "<strong>", f);
+            bold = !bold;
+            s++;
+            continue;
+        }
+        char c[2] = {*s, 0};
+        html_text(f, c);
+    }
+    if (bold) fputs("</strong>", f);
+}
+
+static const char html_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>mkb report</title>\n<style>\n"
+    "body { font-family: \"DejaVu Sans\", Helvetica, Arial, sans-serif; color: #222; background: #fff; margin: 2em auto; "
+    "max-width: 1400px; padding: 0 1.5em; line-height: 1.45; }\n"
+    "h1 { border-bottom: 3px solid #2c6e9b; padding-bottom: .2em; }\n"
+    "h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }\n"
+    "table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: 13px; }\n"
+    "caption { caption-side: top; text-align: left; color: #444; font-size: 13px; padding-bottom: .4em; max-width: "
+    "1100px; }\n"
+    "th, td { border: 1px solid #ccc; padding: 3px 8px; }\n"
+    "th { background: #e8eff5; }\n"
+    "td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }\n"
+    "tr:nth-child(even) td { background: #f7f9fb; }\n"
+    "figure { margin: 1em 0 2em; }\n"
+    "figure img { max-width: 100%; border: 1px solid #ddd; }\n"
+    "figcaption { color: #444; font-size: 13px; max-width: 1100px; }\n"
+    "p.partial, strong { color: #a33; }\n"
+    "</style>\n</head>\n<body>\n";
+
+static void render_html(FILE *f, const struct doc *d, const struct mkb_report_opts *o) {
+    fputs(html_head, f);
+    for (int i = 0; i < d->n; i++) {
+        const struct block *b = &d->b[i];
+        switch (b->kind) {
+        case B_HEADING:
+            fprintf(f, "<h%d>", b->level);
+            html_text(f, b->text);
+            fprintf(f, "</h%d>\n", b->level);
+            break;
+        case B_PARA:
+            fputs("<p>", f);
+            html_para(f, b->text);
+            fputs("</p>\n", f);
+            break;
+        case B_TABLE: {
+            const struct table *t = b->t;
+            fprintf(f, "<table id=\"%s-%d\">\n<caption>", b->name, i);
+            html_text(f, b->text);
+            fputs("</caption>\n<thead><tr>", f);
+            for (int c = 0; c < t->ncols; c++) {
+                fputs(t->right[c] ? "<th class=\"num\">" : "<th>", f);
+                html_text(f, t->head[c]);
+                fputs("</th>", f);
+            }
+            fputs("</tr></thead>\n<tbody>\n", f);
+            for (int r = 0; r < t->nrows; r++) {
+                fputs("<tr>", f);
+                for (int c = 0; c < t->ncols; c++) {
+                    fputs(t->right[c] ? "<td class=\"num\">" : "<td>", f);
+                    html_text(f, t->rows[r][c]);
+                    fputs("</td>", f);
+                }
+                fputs("</tr>\n", f);
+            }
+            fputs("</tbody>\n</table>\n", f);
+            break;
+        }
+        case B_FIGURE:
+            fprintf(f, "<figure id=\"fig-%s\">\n<img src=\"%s/%s.svg\" alt=\"", b->name, o->figures, b->name);
+            html_text(f, b->text);
+            fputs("\">\n<figcaption>", f);
+            html_text(f, b->text);
+            fprintf(f, " <a href=\"%s/%s.png\">PNG</a>, <a href=\"%s/%s.gp\">gnuplot script</a>, <a "
+                       "href=\"%s/%s.dat\">data</a>.</figcaption>\n</figure>\n",
+                    o->figures, b->name, o->figures, b->name, o->figures, b->name);
+            break;
+        }
+    }
+    fputs("</body>\n</html>\n", f);
+}
+
+/* LaTeX: escape the specials and spell the few non-ASCII characters the tables use */
+static void tex_text(FILE *f, const char *s) {
+    static const struct {
+        const char *utf8, *tex;
+    } map[] = {{"ΔGM", "$\\Delta$GM"}, {"Δ", "$\\Delta$"}, {"≥", "$\\geq$"}, {"×", "$\\times$"}, {"−", "$-$"},
+               {"–", "--"}};
+    while (*s) {
+        int hit = 0;
+        for (size_t k = 0; k < sizeof map / sizeof *map && !hit; k++) {
+            size_t n = strlen(map[k].utf8);
+            if (!strncmp(s, map[k].utf8, n)) {
+                fputs(map[k].tex, f);
+                s += n;
+                hit = 1;
+            }
+        }
+        if (hit) continue;
+        switch (*s) {
+        case '_': fputs("\\_", f); break;
+        case '%': fputs("\\%", f); break;
+        case '&': fputs("\\&", f); break;
+        case '#': fputs("\\#", f); break;
+        case '$': fputs("\\$", f); break;
+        case '{': fputs("\\{", f); break;
+        case '}': fputs("\\}", f); break;
+        case '~': fputs("\\textasciitilde{}", f); break;
+        case '^': fputs("\\textasciicircum{}", f); break;
+        case '\\': fputs("\\textbackslash{}", f); break;
+        case '<': fputs("$<$", f); break;
+        case '>': fputs("$>$", f); break;
+        case '*': break; /* bold markers; dropped */
+        default: fputc(*s, f);
+        }
+        s++;
+    }
+}
+
+static void render_tex(FILE *f, const struct doc *d) {
+    fputs("% mkb report: LaTeX tables (booktabs). Each table environment stands alone and can be cut out.\n"
+          "\\documentclass[10pt]{article}\n\\usepackage[T1]{fontenc}\n\\usepackage[utf8]{inputenc}\n"
+          "\\usepackage[margin=1.5cm,landscape]{geometry}\n\\usepackage{booktabs}\n\\usepackage{caption}\n"
+          "\\begin{document}\n",
+          f);
+    int tabno = 0;
+    for (int i = 0; i < d->n; i++) {
+        const struct block *b = &d->b[i];
+        switch (b->kind) {
+        case B_HEADING:
+            fputs(b->level <= 1 ? "\\section*{" : b->level == 2 ? "\\subsection*{" : "\\subsubsection*{", f);
+            tex_text(f, b->text);
+            fputs("}\n\n", f);
+            break;
+        case B_PARA:
+            tex_text(f, b->text);
+            fputs("\n\n", f);
+            break;
+        case B_TABLE: {
+            const struct table *t = b->t;
+            fprintf(f, "\\begin{table}[ht]\n\\centering\\scriptsize\n\\caption{");
+            tex_text(f, b->text);
+            fprintf(f, "}\n\\label{tab:%s-%d}\n\\begin{tabular}{", b->name, ++tabno);
+            for (int c = 0; c < t->ncols; c++) fputc(t->right[c] ? 'r' : 'l', f);
+            fputs("}\n\\toprule\n", f);
+            for (int c = 0; c < t->ncols; c++) {
+                if (c) fputs(" & ", f);
+                tex_text(f, t->head[c]);
+            }
+            fputs(" \\\\\n\\midrule\n", f);
+            for (int r = 0; r < t->nrows; r++) {
+                for (int c = 0; c < t->ncols; c++) {
+                    if (c) fputs(" & ", f);
+                    tex_text(f, t->rows[r][c]);
+                }
+                fputs(" \\\\\n", f);
+            }
+            fputs("\\bottomrule\n\\end{tabular}\n\\end{table}\n\n", f);
+            break;
+        }
+        case B_FIGURE:
+            fputs("% figure: ", f);
+            fputs(b->name, f);
+            fputs(".png beside the report\n", f);
+            break;
+        }
+    }
+    fputs("\\end{document}\n", f);
+}
+
+enum mkb_status mkb_report_render(json_t *results, enum mkb_report_format format, const struct mkb_report_opts *o,
+                                  char **out, size_t *len) {
+    *out = NULL;
+    struct doc d;
+    memset(&d, 0, sizeof d);
+    mkb_arena_init(&d.a);
+    build(&d, results, o);
+    if (d.oom) {
+        free(d.b);
+        mkb_arena_free(&d.a);
+        return mkb_error(MKB_ERR_NOMEM, "out of memory building the report");
+    }
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) {
+        free(d.b);
+        mkb_arena_free(&d.a);
+        return mkb_error(MKB_ERR_NOMEM, "out of memory rendering the report");
+    }
+    switch (format) {
+    case MKB_REPORT_MD: render_md(f, &d, o); break;
+    case MKB_REPORT_HTML: render_html(f, &d, o); break;
+    case MKB_REPORT_TEX: render_tex(f, &d); break;
+    }
+    int bad = fclose(f) != 0;
+    free(d.b);
+    mkb_arena_free(&d.a);
+    if (bad) {
+        free(buf);
+        return mkb_error(MKB_ERR_NOMEM, "out of memory rendering the report");
+    }
+    *out = buf;
+    if (len) *len = n;
+    return MKB_OK;
+}

@@ -1,0 +1,145 @@
+/* mkb grade: grade one kernel.py for one problem in one DSL, the way a submission and the final
+ * verdict of a trial are graded (DESIGN §6, docs/grader.md). Prints the report an agent reads, or
+ * with --json the full verdict with every timing sample.
+ *
+ * Exit codes: 0 the kernel passed, 1 it did not (wrong, too slow to finish, broke a rule,
+ * crashed: all verdicts), 2 usage, 3 the grade could not be carried out (no GPU, no grader child,
+ * the environment lacks torch or the DSL). It does not choose a GPU or queue grades. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "grade/parent.h"
+#include "grade/verdict.h"
+#include "problem/problem.h"
+#include "protocol/dsl.h"
+
+static const char *const grade_usage =
+    "usage: mkb grade --problem <id|name> --dsl <dsl> KERNEL.py [--json] [--seed-file F]\n"
+    "                 [--python PY] [--site DIR]... [--scale full|test] [--import-only]\n"
+    "                 [--timeout S] [--out FILE] [--no-baseline] [--keep]\n"
+    "\n"
+    "Grade KERNEL.py, which defines solve(*inputs), on a problem in a DSL (cutedsl, tirx): import it\n"
+    "in a separate grader process under the rules, check it on 5 fresh random draws against the\n"
+    "reference (the correctness rule of docs/correctness.md), time it on 10 warm-up and 50 timed\n"
+    "draws (each re-verified), time the eager reference on the same draws in a process that never\n"
+    "loads the kernel, and report correctness, times, speedup, speed-of-light fraction and any rule\n"
+    "the kernel broke. Needs a CUDA GPU, except with --import-only.\n"
+    "\n"
+    "options:\n"
+    "  --problem P       the problem: an id, a name or a unique prefix (see 'mkb problems')\n"
+    "  --dsl D           the DSL the kernel is written in\n"
+    "  --json            print the whole verdict as JSON (every timing sample included)\n"
+    "  --seed-file F     take the 65 seeds from F ({\"correctness\": [5], \"warmup\": [10],\n"
+    "                    \"timing\": [50]}) instead of fresh ones from the OS; the verdict's \"seeds\"\n"
+    "                    has this format, so a grade can be repeated exactly\n"
+    "  --python PY       the environment's interpreter (default: $MKB_PYTHON, else the environment\n"
+    "                    'mkb env create' made for the DSL, else python3 on PATH)\n"
+    "  --site DIR        an extra site directory (e.g. wheels unpacked with pip --target); repeatable\n"
+    "  --scale S         full (default: the benchmark workload) or test (tiny dims, for checks)\n"
+    "  --import-only     import the kernel under the rules and stop: no GPU needed, no timing\n"
+    "  --timeout S       the limit for the kernel's whole evaluation in seconds (default 600)\n"
+    "  --out FILE        also write the verdict JSON to FILE (the kernel cannot read it)\n"
+    "  --no-baseline     skip timing the eager baseline (no speedup then)\n"
+    "  --keep            keep the grade's private directory (logs) and print its path\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "Exit codes: 0 passed, 1 not passed, 2 usage, 3 the grade could not be carried out.\n";
+
+int cmd_grade(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"problem", required_argument, NULL, 'p'}, {"dsl", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},          {"seed-file", required_argument, NULL, 's'},
+        {"python", required_argument, NULL, 'y'},  {"site", required_argument, NULL, 'S'},
+        {"scale", required_argument, NULL, 'c'},   {"import-only", no_argument, NULL, 'i'},
+        {"timeout", required_argument, NULL, 't'}, {"out", required_argument, NULL, 'o'},
+        {"no-baseline", no_argument, NULL, 'B'},   {"keep", no_argument, NULL, 'k'},
+        {"no-preload", no_argument, NULL, 'P'},    {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    if (mkb_cli_wants_help(argc, argv)) {
+        fputs(grade_usage, stdout);
+        return 0;
+    }
+    struct mkb_grade_opts o = {.scale = MKB_SCALE_FULL};
+    const char *problem = NULL, *out = NULL;
+    bool json = false;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'p': problem = optarg; break;
+        case 'd': o.dsl = optarg; break;
+        case 'j': json = true; break;
+        case 's': o.seed_file = optarg; break;
+        case 'y': o.python = optarg; break;
+        case 'S':
+            if (o.nsites >= 8) return mkb_cli_usage("grade", "at most 8 --site directories");
+            o.sites[o.nsites++] = optarg;
+            break;
+        case 'c':
+            if (!strcmp(optarg, "full"))
+                o.scale = MKB_SCALE_FULL;
+            else if (!strcmp(optarg, "test"))
+                o.scale = MKB_SCALE_TEST;
+            else
+                return mkb_cli_usage("grade", "--scale must be full or test, not '%s'", optarg);
+            break;
+        case 'i': o.import_only = true; break;
+        case 't': {
+            char *end;
+            o.timeout_s = strtod(optarg, &end);
+            if (*end || !(o.timeout_s > 0))
+                return mkb_cli_usage("grade", "--timeout must be a positive number of seconds, not '%s'", optarg);
+            break;
+        }
+        case 'o': out = optarg; break;
+        case 'B': o.no_baseline = true; break;
+        case 'k': o.keep_workdir = true; break;
+        case 'P': o.no_preload = true; break; /* CPU tests: no torch in the interpreter */
+        case 'h': fputs(grade_usage, stdout); return 0;
+        case ':': return mkb_cli_usage("grade", "option '%s' needs a value", argv[optind - 1]);
+        default: return mkb_cli_usage("grade", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!problem) return mkb_cli_usage("grade", "which problem? give --problem (see 'mkb problems')");
+    if (!o.dsl) return mkb_cli_usage("grade", "which DSL? give --dsl (cutedsl or tirx)");
+    if (optind >= argc) return mkb_cli_usage("grade", "which kernel? give the path of kernel.py");
+    if (optind + 1 < argc) return mkb_cli_usage("grade", "unexpected argument '%s'", argv[optind + 1]);
+    o.kernel_path = argv[optind];
+    const struct mkb_dsl *d;
+    enum mkb_status s = mkb_dsl_find(o.dsl, &d);
+    if (s != MKB_OK) return mkb_cli_usage("grade", "%s", mkb_error_message());
+    s = mkb_problem_find(problem, &o.problem);
+    if (s != MKB_OK) return mkb_cli_fail("grade", s);
+    char outreal[PATH_MAX];
+    if (out) {
+        FILE *f = fopen(out, "a");
+        if (!f) return mkb_cli_fail("grade", mkb_error(MKB_ERR_IO, "cannot write '%s'", out));
+        fclose(f);
+        if (realpath(out, outreal)) o.protect[o.nprotect++] = outreal;
+    }
+    json_t *v = NULL;
+    s = mkb_grade_run(&o, &v);
+    if (s != MKB_OK) return mkb_cli_fail("grade", s);
+    if (out) {
+        s = mkb_json_save(out, v);
+        if (s != MKB_OK) {
+            json_decref(v);
+            return mkb_cli_fail("grade", s);
+        }
+    }
+    if (json)
+        mkb_json_print(v);
+    else
+        mkb_verdict_render(v, stdout);
+    if (o.keep_workdir && !json) printf("kept:        %s\n", json_string_value(json_object_get(v, "workdir")));
+    int rc = mkb_verdict_exit_code(v);
+    json_decref(v);
+    return rc;
+}

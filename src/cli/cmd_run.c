@@ -1,0 +1,430 @@
+/* mkb run: converge a model's trials (DESIGN §8). Select problems, replicates and arms; build
+ * their tasks; plan against the model's store (RUN / RERUN / STALE / REUSE); with --dry-run print
+ * the plan and stop; otherwise check the grader and the sandbox, lock the store, run what the
+ * plan marks (agents through --agent-cmd, in bubblewrap, with the submission mailbox), and write
+ * records and results.json as trials finish. Several partial runs equal one full run.
+ *
+ * It does not compute metrics (mkb report) and does not grade by itself: grading goes through
+ * the grader command (default: this mkb's `grade`). Exit codes: 0 every selected trial has a
+ * current record; 1 some did not converge (errors, stale trials left, trials not run); 2 usage;
+ * 3 system error or interrupted. */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "protocol/dsl.h"
+#include "protocol/grader.h"
+#include "protocol/plan.h"
+#include "protocol/runner.h"
+#include "protocol/sandbox.h"
+#include "protocol/select.h"
+#include "protocol/store.h"
+#include "protocol/task.h"
+
+static const char *const run_usage =
+    "usage: mkb run --model ID [--agent-cmd CMD] [--problems LIST] [--categories LIST] [--trials GLOB]\n"
+    "               [--n-replicates N] [--arms paper|all] [--n-concurrent N] [--rerun-stale] [--dry-run]\n"
+    "               [--wall-minutes M] [--submissions N] [more options below]\n"
+    "\n"
+    "Converge the trials of one model: for every selected problem, replicate and arm, run what the\n"
+    "store lacks and record it in RESULTS/<model-slug>/. The plan gives each trial a status: RUN (no\n"
+    "record), RERUN (an error record), STALE (the task, the skill it would get or the budget changed;\n"
+    "kept unless --rerun-stale, which archives and reruns it) or REUSE. A skill trial waits for its\n"
+    "source solo and is a recorded skip when the source wrote no SKILL.md.\n"
+    "\n"
+    "selection:\n"
+    "  --model ID          the model (required); its store is RESULTS/<slug of ID>\n"
+    "  --problems LIST     comma-separated globs over problem names, ids or unique prefixes (default: all)\n"
+    "  --categories LIST   comma-separated families\n"
+    "  --trials GLOB       comma-separated globs over trial coordinates p<NN>_r<k>_<arm> (default: all)\n"
+    "  --n-replicates N    replicates r1..rN (default 1)\n"
+    "  --arms SET          paper: solo_<dsl> and <src>2<dst>_skill (default); all: also the controls\n"
+    "                      placebo_<dsl> and self_<dsl>\n"
+    "  --rerun-stale       archive and rerun STALE trials\n"
+    "  --dry-run           print the plan and stop; nothing is written\n"
+    "  --json              print the plan (--dry-run) or the run's summary as JSON\n"
+    "\n"
+    "agent and budget:\n"
+    "  --agent-cmd CMD     the agent, run with /bin/sh -c CMD inside the sandbox (docs/agent-interface.md\n"
+    "                      lists what it gets); required unless --dry-run\n"
+    "  --wall-minutes M    wall clock per attempt, waits included (default 40)\n"
+    "  --submissions N     graded GPU submissions per attempt (default 10)\n"
+    "  --n-concurrent N    trials at once (default 4)\n"
+    "  --agent-env VAR     pass VAR (NAME, copied from this environment, or NAME=VALUE) to the agent;\n"
+    "                      repeatable\n"
+    "  --sandbox-ro PATH   make a host path visible read-only in the sandbox (e.g. the agent's program);\n"
+    "                      repeatable\n"
+    "  --agent-network     keep the host network in the sandbox so an agent CLI can reach its model API;\n"
+    "                      WEAKER ISOLATION (code the agent runs can reach the network too); recorded\n"
+    "  --keep-workspaces   keep each trial's workspace under RESULTS/<slug>/.work/\n"
+    "  --bwrap PATH        the bubblewrap binary (default: bwrap on PATH)\n"
+    "\n"
+    "grading and places:\n"
+    "  --grader-cmd CMD    the grader command (default: this mkb's 'grade'); called as\n"
+    "                      CMD --problem P --dsl D KERNEL.py --json (docs/protocol.md)\n"
+    "  --gpus N|LIST       grader slots: a count or device ids like 0,1 (default: one per GPU, at least 1)\n"
+    "  --results-dir DIR   where stores live (default: results)\n"
+    "  --build-dir DIR     where tasks are built (default: tasks)\n"
+    "  --source-dir DIR    the mkb source tree (default: the one mkb was built from)\n"
+    "  --python PY         the Python of every DSL: its packages are documented in the tasks, agents\n"
+    "                      find it first on their PATH, and it checks submissions' syntax (default: the\n"
+    "                      one each DSL is graded with: $MKB_PYTHON, the 'mkb env' environment, python3)\n"
+    "  --progress MODE     auto (default), tty (a live view) or lines (one line per event)\n"
+    "  -h, --help          this help\n";
+
+static void on_signal(int sig) {
+    (void)sig;
+    mkb_run_interrupt = 1;
+}
+
+struct task_table {
+    const struct mkb_problem **problems;
+    int64_t np;
+    struct mkb_task_info *info; /* [problem][dsl] */
+};
+
+static const struct mkb_task_info *find_task(const struct task_table *tt, const struct mkb_problem *p,
+                                             const struct mkb_dsl *d) {
+    int64_t k = d - mkb_dsls;
+    for (int64_t i = 0; i < tt->np; i++)
+        if (tt->problems[i] == p) return &tt->info[i * mkb_dsl_count + k];
+    return NULL;
+}
+
+static const char *task_fingerprint(void *ctx, const struct mkb_problem *p, const struct mkb_dsl *d) {
+    const struct mkb_task_info *t = find_task(ctx, p, d);
+    return t ? t->fingerprint : NULL;
+}
+
+static const char *task_dir(void *ctx, const struct mkb_problem *p, const struct mkb_dsl *d) {
+    const struct mkb_task_info *t = find_task(ctx, p, d);
+    return t ? t->dir : NULL;
+}
+
+struct strlist {
+    const char **v;
+    int n, cap;
+};
+
+static int strlist_add(struct strlist *l, const char *s) {
+    if (l->n + 2 > l->cap) {
+        int cap = l->cap ? l->cap * 2 : 8;
+        const char **nv = realloc(l->v, sizeof *nv * (size_t)cap);
+        if (!nv) return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    l->v[l->n] = NULL;
+    return 0;
+}
+
+static bool parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+int cmd_run(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},       {"agent-cmd", required_argument, NULL, 'a'},
+        {"problems", required_argument, NULL, 'p'},    {"categories", required_argument, NULL, 'c'},
+        {"trials", required_argument, NULL, 't'},      {"n-replicates", required_argument, NULL, 'r'},
+        {"arms", required_argument, NULL, 'A'},        {"n-concurrent", required_argument, NULL, 'n'},
+        {"rerun-stale", no_argument, NULL, 'S'},       {"dry-run", no_argument, NULL, 'D'},
+        {"json", no_argument, NULL, 'j'},              {"wall-minutes", required_argument, NULL, 'w'},
+        {"submissions", required_argument, NULL, 'u'}, {"agent-env", required_argument, NULL, 'e'},
+        {"sandbox-ro", required_argument, NULL, 'R'},  {"agent-network", no_argument, NULL, 'N'},
+        {"keep-workspaces", no_argument, NULL, 'K'},   {"bwrap", required_argument, NULL, 'B'},
+        {"grader-cmd", required_argument, NULL, 'g'},  {"gpus", required_argument, NULL, 'G'},
+        {"results-dir", required_argument, NULL, 'o'}, {"build-dir", required_argument, NULL, 'b'},
+        {"source-dir", required_argument, NULL, 's'},  {"python", required_argument, NULL, 'y'},
+        {"progress", required_argument, NULL, 'P'},    {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    if (mkb_cli_wants_help(argc, argv)) {
+        fputs(run_usage, stdout);
+        return 0;
+    }
+    const char *model = NULL, *agent_cmd = NULL, *problems = NULL, *categories = NULL, *trials = NULL,
+               *grader_cmd = NULL, *gpus = NULL, *results_dir = "results", *build_dir = "tasks", *source_dir = NULL,
+               *python = NULL, *bwrap = NULL, *progress = "auto";
+    int64_t n_rep = 1, n_conc = 4, submissions = 10;
+    double wall_minutes = 40;
+    bool controls = false, rerun_stale = false, dry = false, json = false, network = false, keep = false;
+    struct strlist agent_env = {0}, ro = {0};
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'm': model = optarg; break;
+        case 'a': agent_cmd = optarg; break;
+        case 'p': problems = optarg; break;
+        case 'c': categories = optarg; break;
+        case 't': trials = optarg; break;
+        case 'r':
+            if (!parse_count(optarg, 1, 1000, &n_rep))
+                return mkb_cli_usage("run", "--n-replicates must be an integer in 1..1000, not '%s'", optarg);
+            break;
+        case 'A':
+            if (!strcmp(optarg, "paper")) controls = false;
+            else if (!strcmp(optarg, "all")) controls = true;
+            else return mkb_cli_usage("run", "--arms must be paper or all, not '%s'", optarg);
+            break;
+        case 'n':
+            if (!parse_count(optarg, 1, 1024, &n_conc))
+                return mkb_cli_usage("run", "--n-concurrent must be an integer in 1..1024, not '%s'", optarg);
+            break;
+        case 'S': rerun_stale = true; break;
+        case 'D': dry = true; break;
+        case 'j': json = true; break;
+        case 'w': {
+            char *end;
+            wall_minutes = strtod(optarg, &end);
+            if (!*optarg || *end || !(wall_minutes > 0) || wall_minutes > 7 * 24 * 60)
+                return mkb_cli_usage("run", "--wall-minutes must be a positive number of minutes, not '%s'", optarg);
+            break;
+        }
+        case 'u':
+            if (!parse_count(optarg, 0, 100000, &submissions))
+                return mkb_cli_usage("run", "--submissions must be an integer >= 0, not '%s'", optarg);
+            break;
+        case 'e':
+            if (strlist_add(&agent_env, optarg) != 0) return mkb_cli_fail("run", mkb_error(MKB_ERR_NOMEM, "out of memory"));
+            break;
+        case 'R':
+            if (access(optarg, F_OK) != 0) return mkb_cli_usage("run", "--sandbox-ro '%s' does not exist", optarg);
+            if (strlist_add(&ro, optarg) != 0) return mkb_cli_fail("run", mkb_error(MKB_ERR_NOMEM, "out of memory"));
+            break;
+        case 'N': network = true; break;
+        case 'K': keep = true; break;
+        case 'B': bwrap = optarg; break;
+        case 'g': grader_cmd = optarg; break;
+        case 'G': gpus = optarg; break;
+        case 'o': results_dir = optarg; break;
+        case 'b': build_dir = optarg; break;
+        case 's': source_dir = optarg; break;
+        case 'y': python = optarg; break;
+        case 'P':
+            if (strcmp(optarg, "auto") && strcmp(optarg, "tty") && strcmp(optarg, "lines"))
+                return mkb_cli_usage("run", "--progress must be auto, tty or lines, not '%s'", optarg);
+            progress = optarg;
+            break;
+        case 'h': fputs(run_usage, stdout); return 0;
+        case ':': return mkb_cli_usage("run", "option '%s' needs a value", argv[optind - 1]);
+        default: return mkb_cli_usage("run", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return mkb_cli_usage("run", "unexpected argument '%s'", argv[optind]);
+    if (!model || !*model) return mkb_cli_usage("run", "which model? give --model ID");
+    if (!dry && (!agent_cmd || !*agent_cmd)) return mkb_cli_usage("run", "which agent? give --agent-cmd CMD (or --dry-run)");
+
+    int rc = 0;
+    enum mkb_status s;
+    const struct mkb_problem **sel = NULL;
+    int64_t nsel = 0;
+    char **globs = NULL;
+    struct mkb_task_builder *builder = NULL;
+    struct task_table tt = {0};
+    struct mkb_store_w store;
+    bool store_open = false;
+    struct mkb_plan plan = {0};
+    struct mkb_grader grader;
+    bool grader_init = false;
+
+    s = mkb_select_problems(problems, categories, &sel, &nsel);
+    if (s == MKB_OK && trials) s = mkb_split_list(trials, &globs);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+
+    /* the tasks (rendered only, for a dry run) and their fingerprints */
+    struct mkb_task_opts to = {.build_root = build_dir, .source_dir = source_dir, .python = python, .dry = dry};
+    s = mkb_task_builder_new(&to, &builder);
+    tt.problems = sel;
+    tt.np = nsel;
+    tt.info = calloc((size_t)(nsel * mkb_dsl_count), sizeof *tt.info);
+    if (s == MKB_OK && !tt.info) s = mkb_error(MKB_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; s == MKB_OK && i < nsel; i++)
+        for (int64_t k = 0; s == MKB_OK && k < mkb_dsl_count; k++) {
+            struct mkb_task_info *ti = &tt.info[i * mkb_dsl_count + k];
+            s = mkb_task_build(builder, sel[i], &mkb_dsls[k], ti);
+            if (s == MKB_OK && i == 0 && !ti->docs_generated && !json)
+                fprintf(stderr, "mkb run: note: the %s tasks carry no API reference: %s\n", mkb_dsls[k].name,
+                        ti->docs_note);
+        }
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+
+    /* the store and the plan */
+    s = mkb_store_open(results_dir, model, !dry, &store);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+    store_open = true;
+    struct mkb_plan_inputs pin = {.problems = sel,
+                                  .n_problems = nsel,
+                                  .trial_globs = (const char *const *)globs,
+                                  .n_replicates = n_rep,
+                                  .controls = controls,
+                                  .rerun_stale = rerun_stale,
+                                  .budget = {.wall_s = wall_minutes * 60.0, .submissions = submissions},
+                                  .fingerprint = task_fingerprint,
+                                  .ctx = &tt};
+    s = mkb_plan_make(&pin, &store, &plan);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+    if (plan.n_selected == 0) {
+        rc = mkb_cli_usage("run", "--trials '%s' matches no trial of the selection", trials ? trials : "");
+        goto done;
+    }
+    if (dry) {
+        if (json) {
+            json_t *root = mkb_plan_json(&plan);
+            json_object_set_new(root, "model", json_string(model));
+            json_object_set_new(root, "store", json_string(store.dir));
+            json_object_set_new(root, "store_exists", json_boolean(store.exists));
+            s = mkb_json_print(root);
+            json_decref(root);
+            if (s != MKB_OK) rc = mkb_cli_fail("run", s);
+        } else {
+            printf("plan for model '%s' (store %s%s)\n", model, store.dir, store.exists ? "" : ", not created yet");
+            mkb_plan_print(&plan, stdout);
+        }
+        goto done;
+    }
+
+    /* a real run: the grader, the sandbox, the lock */
+    s = mkb_grader_init(&grader, grader_cmd, gpus);
+    if (s == MKB_OK) {
+        grader_init = true;
+        if (plan.n_run > 0) s = mkb_grader_check(&grader);
+    }
+    if (s == MKB_OK && plan.n_run > 0) s = mkb_sandbox_check(bwrap, network);
+    if (s == MKB_OK) s = mkb_store_lock(&store);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+    if (network)
+        fprintf(stderr, "mkb run: warning: --agent-network: the sandbox shares the host network; the agent and any "
+                        "code it runs can reach it (recorded in every record)\n");
+    json_t *pj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "listed", (json_int_t)plan.n, "RUN",
+                           (json_int_t)plan.count[MKB_PLAN_RUN], "RERUN", (json_int_t)plan.count[MKB_PLAN_RERUN],
+                           "STALE", (json_int_t)plan.count[MKB_PLAN_STALE], "REUSE",
+                           (json_int_t)plan.count[MKB_PLAN_REUSE], "to_run", (json_int_t)plan.n_run, "blocked",
+                           (json_int_t)plan.n_blocked);
+    s = mkb_store_invocation_start(&store, argc + 1, argv - 1, pj);
+    json_decref(pj);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+    fprintf(stderr, "mkb run: %s: %lld trials listed, %lld to run (%lld RUN, %lld RERUN, %lld STALE rerun), %lld "
+                    "reused, %lld blocked\n",
+            model, (long long)plan.n, (long long)plan.n_run, (long long)plan.count[MKB_PLAN_RUN],
+            (long long)plan.count[MKB_PLAN_RERUN], (long long)(rerun_stale ? plan.count[MKB_PLAN_STALE] : 0),
+            (long long)plan.count[MKB_PLAN_REUSE], (long long)plan.n_blocked);
+
+    /* what the sandbox must never show: every store, the task builds, the source tree, the grader */
+    char hide_store[PATH_MAX], hide_build[PATH_MAX], hide_src[PATH_MAX], hide_grader[PATH_MAX];
+    const char *hide[5];
+    int nh = 0;
+    if (realpath(results_dir, hide_store)) hide[nh++] = hide_store;
+    if (realpath(build_dir, hide_build)) hide[nh++] = hide_build;
+    if (realpath(source_dir ? source_dir : MKB_SOURCE_DIR, hide_src)) hide[nh++] = hide_src;
+    if (grader_cmd) {
+        char first[PATH_MAX];
+        mkb_fmt(first, sizeof first, "%s", grader_cmd);
+        first[strcspn(first, " \t")] = '\0';
+        if (strchr(first, '/') && realpath(first, hide_grader)) hide[nh++] = hide_grader;
+    }
+    hide[nh] = NULL;
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old_int, old_term;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    struct mkb_run_opts ro_opts = {
+        .agent_cmd = agent_cmd,
+        .budget = pin.budget,
+        .n_concurrent = n_conc,
+        .python = python,
+        .ro_paths = ro.v,
+        .agent_env = agent_env.v,
+        .network = network,
+        .keep_workspaces = keep,
+        .bwrap = bwrap,
+        .hide = hide,
+        .view = !strcmp(progress, "tty") || (!strcmp(progress, "auto") && isatty(2)) ? MKB_VIEW_TTY : MKB_VIEW_LINES,
+        .out = stderr,
+    };
+    struct mkb_run_summary sum;
+    s = mkb_run_trials(&store, &plan, &grader, task_dir, &tt, &ro_opts, &sum);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (s != MKB_OK) {
+        rc = mkb_cli_fail("run", s);
+        goto done;
+    }
+    if (mkb_store_snapshot(&store) != MKB_OK) {
+        fprintf(stderr, "mkb run: warning: %s\n", mkb_error_message());
+        mkb_error_clear();
+    }
+    json_t *sj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "recorded", (json_int_t)sum.recorded,
+                           "passed", (json_int_t)sum.passed, "failed", (json_int_t)sum.failed, "skipped",
+                           (json_int_t)sum.skipped, "errors", (json_int_t)sum.errors, "not_run",
+                           (json_int_t)sum.not_run, "blocked", (json_int_t)plan.n_blocked, "submissions",
+                           (json_int_t)sum.submissions, "interrupted", sum.interrupted);
+    if (mkb_store_invocation_end(&store, sj) != MKB_OK) {
+        fprintf(stderr, "mkb run: warning: %s\n", mkb_error_message());
+        mkb_error_clear();
+    }
+    if (json) {
+        json_object_set_new(sj, "model", json_string(model));
+        json_object_set_new(sj, "store", json_string(store.dir));
+        mkb_json_print(sj);
+    } else {
+        printf("%s: %lld recorded (%lld passed, %lld not passed, %lld skipped, %lld errors), %lld not run, %lld "
+               "blocked, %lld submissions graded%s\n",
+               model, (long long)sum.recorded, (long long)sum.passed, (long long)sum.failed, (long long)sum.skipped,
+               (long long)sum.errors, (long long)sum.not_run, (long long)plan.n_blocked, (long long)sum.submissions,
+               sum.interrupted ? "; interrupted" : "");
+    }
+    json_decref(sj);
+    if (sum.interrupted) {
+        fprintf(stderr, "mkb run: interrupted; trials in flight were not recorded and run again next time\n");
+        rc = MKB_EXIT_SYSTEM;
+    } else if (sum.errors || sum.not_run || plan.n_blocked) {
+        rc = MKB_EXIT_CHECK;
+    }
+
+done:
+    if (store_open) mkb_store_close(&store);
+    if (grader_init) mkb_grader_release(&grader);
+    mkb_plan_free(&plan);
+    mkb_task_builder_free(builder);
+    free(tt.info);
+    free(sel);
+    mkb_split_free(globs);
+    free(agent_env.v);
+    free(ro.v);
+    return rc;
+}

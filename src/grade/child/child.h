@@ -1,0 +1,122 @@
+/* The grader child: one process that grades one kernel (role "candidate") or times the eager
+ * baseline (role "baseline"), started by the parent (grade/parent.h) and reporting only through
+ * authenticated frames (grade/auth.h).
+ *
+ * Pieces: main.c (the assignment, the key, the result channel), pyhost.c (CPython embedded with
+ * the audit hook installed before the interpreter starts, the candidate's import and calls, the
+ * DLPack bridge), trace.c (CUPTI: kernels, module loads and graph launches of every call),
+ * run.c (the grading loop: draws, timing, re-verification, the baseline).
+ *
+ * This directory is built into its own executable (mkb-grade-child), not into mkbcore, because
+ * it links CPython. It never decides a rule by itself: grade/policy.h does. */
+#ifndef MKB_GRADE_CHILD_CHILD_H
+#define MKB_GRADE_CHILD_CHILD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "dsl/env.h"
+#include "grade/policy.h"
+#include "grade/seeds.h"
+#include "problem/problem.h"
+
+struct mkb_child {
+    /* the assignment */
+    const char *role; /* "candidate" or "baseline" */
+    const char *mode; /* "full" or "import" (import the kernel and stop; needs no GPU) */
+    const struct mkb_problem *problem;
+    const struct mkb_dsl_env *dsl;
+    const char *dsl_title;
+    enum mkb_scale scale;
+    const char *kernel_path, *workdir, *python;
+    const char *sites[MKB_POLICY_MAX_DIRS];
+    int nsites;
+    const char *grader_dirs[MKB_POLICY_MAX_DIRS];
+    int ngrader_dirs;
+    const char *protected_files[8];
+    int nprotected;
+    bool preload; /* import torch and the DSL before the candidate (off only in CPU tests) */
+    struct mkb_seeds seeds;
+    json_t *assignment; /* owns the strings above */
+
+    /* the report being built */
+    json_t *findings; /* array of {rule, message, stage, draw} */
+    const char *stage;
+    int draw;
+    double t_start;
+};
+
+extern struct mkb_child mkb_child;
+
+double mkb_child_now(void);
+/* Send one authenticated frame with this body (borrowed). Failure to write is not reported: the
+ * parent notices a missing frame. */
+void mkb_child_send(const json_t *body);
+/* Enter a stage: remembered for findings and sent to the parent as a stage frame. */
+void mkb_child_stage(const char *stage, int draw);
+/* Record a finding against the current stage and draw. */
+void mkb_child_finding(const char *rule, const char *message);
+
+/* ---- pyhost.c ---- */
+struct mkb_py_outputs;
+
+enum mkb_status mkb_py_start(void);      /* interpreter with the audit hook, bootstrap */
+enum mkb_status mkb_py_preload(json_t *env_out); /* torch and the DSL; fills versions */
+void mkb_py_enter_candidate_phase(void);
+/* Import the candidate; on a Python exception fills *error ({kind, message, traceback}) and
+ * returns MKB_OK; other statuses are harness failures. */
+enum mkb_status mkb_py_import_kernel(json_t **error);
+void mkb_py_finish(void);
+/* Python-side facts for kernel attribution: the actor of the innermost relevant Python frame of
+ * this thread, or MKB_ACTOR_GRADER when no Python code is running. */
+enum mkb_actor mkb_py_current_actor(void);
+const struct mkb_policy_paths *mkb_py_paths(void);
+
+/* ---- trace.c ---- */
+enum mkb_status mkb_trace_start(void); /* before any CUDA work */
+void mkb_trace_set_grader(bool active);
+void mkb_trace_window_begin(void);
+/* Flushes CUPTI and accounts the window that ends now. */
+void mkb_trace_window_end(struct mkb_call_account *acc);
+bool mkb_trace_available(void);
+const char *mkb_trace_problem(void); /* why tracing is unavailable */
+
+/* ---- run.c ---- */
+int mkb_child_run_candidate(void);
+int mkb_child_run_baseline(void);
+
+#endif
+
+/* ---- the DLPack bridge and the calls (pyhost.c) ---- */
+#ifndef MKB_CHILD_NO_PYTHON_TYPES
+typedef struct _object PyObject;
+#endif
+
+struct mkb_py_out {
+    PyObject *tensor;  /* the returned torch tensor (a new reference) */
+    PyObject *capsule; /* its DLPack export (a new reference) */
+    void *managed;     /* the DLManagedTensor inside the capsule */
+    bool cuda;         /* on a CUDA device */
+    bool known_dtype;
+    enum mkb_dtype dtype;
+    int ndim;
+    int64_t shape[MKB_MAX_DIMS], stride[MKB_MAX_DIMS];
+    void *data;        /* first element */
+    int64_t span_bytes; /* bytes from data to one past the last element */
+    char dtype_name[48];
+};
+
+/* A torch tensor viewing t's device memory (no copy); NULL with *err set on failure. */
+PyObject *mkb_py_wrap_tensor(const struct mkb_tensor *t, char *err, int cap);
+PyObject *mkb_py_scalar(enum mkb_arg_kind kind, double v);
+/* solve(*args). NULL when it raised: *error = {kind: "exception", message, traceback}. */
+PyObject *mkb_py_call_solve(PyObject *args, json_t **error);
+/* Unpack solve's return value into at most max outputs: returns the count (a lone tensor is one
+ * output), or -1 when it is not a tensor or a tuple/list of tensors (*msg says what it is). */
+int mkb_py_unpack(PyObject *result, struct mkb_py_out *outs, int max, char *msg, int cap);
+void mkb_py_out_release(struct mkb_py_out *o);
+void mkb_py_decref(PyObject *o);
+/* Python threads alive now (threading.active_count) and a one-line summary of the DSL and torch
+ * versions are in the environment object mkb_py_preload filled. */

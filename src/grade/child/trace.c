@@ -1,0 +1,427 @@
+/* CUPTI inside the grader child: every kernel that runs on any stream, where its GPU code was
+ * loaded from, and every CUDA graph launch or capture, so that each call of solve() can be
+ * accounted (grade/policy.h judges the account).
+ *
+ * How a kernel is attributed: CUPTI's driver-API callbacks see every module and library load; the
+ * loader is classified when the load returns, by the first shared object on the native stack that
+ * is not the CUDA driver, CUPTI, the runtime, libc, the interpreter or the cuda-python bindings
+ * (JIT-compiled host code has no shared object and is skipped), and when that says nothing, by the
+ * innermost Python frame of the loading thread (policy.h's actors). Launch callbacks map each
+ * launch's correlation id to the origin of its function's module; the kernel activity records
+ * (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, which does not serialise kernels) carry the same ids
+ * and the GPU start and end times, which place each kernel inside a call's window or outside
+ * every window. Runtime-API launches are the libraries' own kernels, unless the host stub lives
+ * in a shared object the candidate brought.
+ *
+ * libcupti and libcuda are opened with dlopen, so the child starts (and the CPU tests run) on a
+ * machine without a GPU. This file decides no rule. */
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "grade/child/child.h"
+
+#define F(name) static __typeof__(&name) p_##name
+F(cuptiSubscribe);
+F(cuptiEnableDomain);
+F(cuptiActivityEnable);
+F(cuptiActivityRegisterCallbacks);
+F(cuptiActivityFlushAll);
+F(cuptiActivityGetNextRecord);
+F(cuptiGetTimestamp);
+F(cuptiActivityGetNumDroppedRecords);
+#undef F
+static CUresult (*p_cuFuncGetModule)(CUmodule *, CUfunction);
+static CUresult (*p_cuKernelGetLibrary)(CUlibrary *, CUkernel);
+
+static bool available;
+static char problem[512] = "tracing was not started";
+static volatile bool grader_active = true;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char self_exe[PATH_MAX];
+
+bool mkb_trace_available(void) { return available; }
+const char *mkb_trace_problem(void) { return problem; }
+void mkb_trace_set_grader(bool active) { grader_active = active; }
+
+/* ---- small maps: handle -> origin, correlation id -> origin ---- */
+
+struct map {
+    uint64_t *keys;
+    uint8_t *vals;
+    size_t cap, n;
+};
+static struct map loads, corr;
+
+static void map_put(struct map *m, uint64_t k, uint8_t v) {
+    if (k == 0) return;
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 1024;
+        uint64_t *nk = calloc(cap, sizeof *nk);
+        uint8_t *nv = calloc(cap, 1);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+                while (nk[j]) j = (j + 1) & (cap - 1);
+                nk[j] = m->keys[i];
+                nv[j] = m->vals[i];
+            }
+        free(m->keys);
+        free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = cap;
+    }
+    size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) m->n++;
+    m->keys[j] = k;
+    m->vals[j] = v;
+}
+
+static int map_get(const struct map *m, uint64_t k) {
+    if (!m->cap || k == 0) return -1;
+    size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (m->keys[j] == k) return m->vals[j];
+        j = (j + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+/* ---- kernel records ---- */
+
+struct krec {
+    uint64_t start, end;
+    uint32_t corr;
+    uint32_t graph;
+    char name[96];
+};
+static struct krec *recs;
+static size_t nrecs, caprecs;
+static int64_t graph_events_in, graph_events_out;
+static bool in_call, calls_begun;
+static uint64_t win_start, win_end, last_end;
+
+static const char *const compiler_packages[] = {"/triton/", "/cupy/", "/cupy_backends/", "/numba/", "/numba_cuda/",
+                                                "/jax/", "/jaxlib/", "/jax_plugins/", "/tilelang/", "/warp/",
+                                                "/torch/_inductor/", NULL};
+
+static bool transparent(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    static const char *const libs[] = {"libcuda.so", "libcupti", "libcudart", "libc.so", "libc-", "libpthread",
+                                       "ld-linux", "libpython", "libffi", "libdl", "libstdc++", "libgcc_s",
+                                       "libnvidia-", NULL};
+    for (int i = 0; libs[i]; i++)
+        if (!strncmp(base, libs[i], strlen(libs[i]))) return true;
+    if (strstr(path, "/cuda/bindings/") || strstr(path, "/cuda/core/") || strstr(path, "/lib-dynload/") ||
+        strstr(path, "_ctypes"))
+        return true;
+    return self_exe[0] && !strcmp(path, self_exe);
+}
+
+static enum mkb_kernel_origin origin_of_actor(enum mkb_actor a, const char *path) {
+    switch (a) {
+    case MKB_ACTOR_DSL: return MKB_ORIGIN_DSL;
+    case MKB_ACTOR_CANDIDATE: return MKB_ORIGIN_FOREIGN;
+    case MKB_ACTOR_GRADER: return MKB_ORIGIN_GRADER;
+    case MKB_ACTOR_STDLIB:
+    case MKB_ACTOR_LIBRARY:
+        for (int i = 0; path && compiler_packages[i]; i++)
+            if (strstr(path, compiler_packages[i])) return MKB_ORIGIN_FOREIGN;
+        return MKB_ORIGIN_LIBRARY;
+    }
+    return MKB_ORIGIN_LIBRARY;
+}
+
+/* Who is loading GPU code (or launching from an unknown module) right now, on this thread. */
+static enum mkb_kernel_origin classify_caller(void) {
+    if (grader_active) return MKB_ORIGIN_GRADER;
+    void *frames[96];
+    int n = backtrace(frames, 96);
+    for (int i = 0; i < n; i++) {
+        Dl_info info;
+        if (!dladdr(frames[i], &info) || !info.dli_fname || !info.dli_fname[0]) continue;
+        char real[PATH_MAX];
+        const char *path = realpath(info.dli_fname, real) ? real : info.dli_fname;
+        if (transparent(path)) continue;
+        enum mkb_actor a = mkb_policy_classify(mkb_py_paths(), path);
+        if (a == MKB_ACTOR_STDLIB) continue;
+        return origin_of_actor(a, path);
+    }
+    return origin_of_actor(mkb_py_current_actor(), NULL);
+}
+
+static enum mkb_kernel_origin origin_of_function(CUfunction f) {
+    CUmodule mod = NULL;
+    if (p_cuFuncGetModule && p_cuFuncGetModule(&mod, f) == CUDA_SUCCESS && mod) {
+        int o = map_get(&loads, (uint64_t)(uintptr_t)mod);
+        if (o >= 0) return (enum mkb_kernel_origin)o;
+    }
+    CUlibrary lib = NULL;
+    if (p_cuKernelGetLibrary && p_cuKernelGetLibrary(&lib, (CUkernel)f) == CUDA_SUCCESS && lib) {
+        int o = map_get(&loads, (uint64_t)(uintptr_t)lib);
+        if (o >= 0) return (enum mkb_kernel_origin)o;
+    }
+    /* a module whose load was not seen: judge by who launches it */
+    enum mkb_kernel_origin o = classify_caller();
+    return o == MKB_ORIGIN_GRADER ? MKB_ORIGIN_GRADER : o;
+}
+
+static enum mkb_kernel_origin origin_of_stub(const void *func) {
+    if (grader_active) return MKB_ORIGIN_GRADER;
+    Dl_info info;
+    if (func && dladdr(func, &info) && info.dli_fname) {
+        char real[PATH_MAX];
+        const char *path = realpath(info.dli_fname, real) ? real : info.dli_fname;
+        if (self_exe[0] && !strcmp(path, self_exe)) return MKB_ORIGIN_GRADER;
+        enum mkb_actor a = mkb_policy_classify(mkb_py_paths(), path);
+        if (a == MKB_ACTOR_CANDIDATE) return MKB_ORIGIN_FOREIGN;
+        return origin_of_actor(a, path);
+    }
+    return MKB_ORIGIN_LIBRARY;
+}
+
+static void note_graph(void) {
+    pthread_mutex_lock(&lock);
+    if (in_call)
+        graph_events_in++;
+    else if (!grader_active && calls_begun)
+        graph_events_out++;
+    pthread_mutex_unlock(&lock);
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
+    (void)ud;
+    const CUpti_CallbackData *cb = data;
+    if (dom == CUPTI_CB_DOMAIN_DRIVER_API) {
+        if (cb->callbackSite == CUPTI_API_ENTER) {
+            CUfunction f = NULL;
+            switch (cbid) {
+            case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: f = ((const cuLaunchKernel_params *)cb->functionParams)->f; break;
+            case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+                f = ((const cuLaunchKernel_ptsz_params *)cb->functionParams)->f;
+                break;
+            case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: f = ((const cuLaunchKernelEx_params *)cb->functionParams)->f; break;
+            case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+                f = ((const cuLaunchKernelEx_ptsz_params *)cb->functionParams)->f;
+                break;
+            case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+                f = ((const cuLaunchCooperativeKernel_params *)cb->functionParams)->f;
+                break;
+            case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+            case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+            case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+            case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+                if (!grader_active) note_graph();
+                return;
+            default: return;
+            }
+            enum mkb_kernel_origin o = grader_active ? MKB_ORIGIN_GRADER : origin_of_function(f);
+            pthread_mutex_lock(&lock);
+            map_put(&corr, cb->correlationId, (uint8_t)o);
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+        /* API exit: module and library loads */
+        void *handle = NULL;
+        switch (cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad: handle = *((const cuModuleLoad_params *)cb->functionParams)->module; break;
+        case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
+            handle = *((const cuModuleLoadData_params *)cb->functionParams)->module;
+            break;
+        case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
+            handle = *((const cuModuleLoadDataEx_params *)cb->functionParams)->module;
+            break;
+        case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
+            handle = *((const cuModuleLoadFatBinary_params *)cb->functionParams)->module;
+            break;
+        case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData:
+            handle = *((const cuLibraryLoadData_params *)cb->functionParams)->library;
+            break;
+        case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile:
+            handle = *((const cuLibraryLoadFromFile_params *)cb->functionParams)->library;
+            break;
+        default: return;
+        }
+        if (!handle || *(const CUresult *)cb->functionReturnValue != CUDA_SUCCESS) return;
+        enum mkb_kernel_origin o = classify_caller();
+        pthread_mutex_lock(&lock);
+        map_put(&loads, (uint64_t)(uintptr_t)handle, (uint8_t)o);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && cb->callbackSite == CUPTI_API_ENTER) {
+        const char *fn = cb->functionName ? cb->functionName : "";
+        if (strstr(fn, "GraphLaunch") || strstr(fn, "BeginCapture")) {
+            if (!grader_active) note_graph();
+            return;
+        }
+        if (!strstr(fn, "LaunchKernel") && !strstr(fn, "LaunchCooperativeKernel")) return;
+        const void *stub = NULL;
+        if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
+            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000)
+            stub = ((const cudaLaunchKernel_v7000_params *)cb->functionParams)->func;
+        enum mkb_kernel_origin o = origin_of_stub(stub);
+        pthread_mutex_lock(&lock);
+        /* a driver launch nested in this runtime launch keeps its own, more precise origin */
+        if (map_get(&corr, cb->correlationId) < 0) map_put(&corr, cb->correlationId, (uint8_t)o);
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *size = 8 << 20;
+    *buffer = aligned_alloc(8, *size);
+    *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    CUpti_Activity *r = NULL;
+    pthread_mutex_lock(&lock);
+    while (p_cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && r->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
+        if (nrecs == caprecs) {
+            size_t cap = caprecs ? 2 * caprecs : 4096;
+            struct krec *n = realloc(recs, cap * sizeof *n);
+            if (!n) break;
+            recs = n;
+            caprecs = cap;
+        }
+        struct krec *kr = &recs[nrecs++];
+        kr->start = k->start;
+        kr->end = k->end;
+        kr->corr = k->correlationId;
+        kr->graph = k->graphId;
+        snprintf(kr->name, sizeof kr->name, "%s", k->name ? k->name : "?");
+    }
+    pthread_mutex_unlock(&lock);
+    free(buffer);
+}
+
+static void *open_first(const char *const *names) {
+    for (int i = 0; names[i]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
+        if (h) return h;
+    }
+    return NULL;
+}
+
+enum mkb_status mkb_trace_start(void) {
+    ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (len > 0) self_exe[len] = '\0';
+    const char *env = getenv("MKB_CUPTI_LIB");
+    const char *const cupti_names[] = {env ? env : "libcupti.so.13", "libcupti.so.13", "libcupti.so",
+                                       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
+                                       "/usr/local/cuda/lib64/libcupti.so", NULL};
+    void *h = open_first(cupti_names);
+    if (!h) {
+        snprintf(problem, sizeof problem, "cannot load CUPTI (set MKB_CUPTI_LIB to libcupti.so): %s", dlerror());
+        return MKB_ERR_UNSUPPORTED;
+    }
+    const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
+    void *hc = open_first(cuda_names);
+    if (hc) {
+        p_cuFuncGetModule = (CUresult(*)(CUmodule *, CUfunction))dlsym(hc, "cuFuncGetModule");
+        p_cuKernelGetLibrary = (CUresult(*)(CUlibrary *, CUkernel))dlsym(hc, "cuKernelGetLibrary");
+    }
+#define L(name)                                                                                   \
+    do {                                                                                          \
+        *(void **)&p_##name = dlsym(h, #name);                                                    \
+        if (!p_##name) {                                                                          \
+            snprintf(problem, sizeof problem, "CUPTI lacks %s", #name);                           \
+            return MKB_ERR_UNSUPPORTED;                                                           \
+        }                                                                                         \
+    } while (0)
+    L(cuptiSubscribe);
+    L(cuptiEnableDomain);
+    L(cuptiActivityEnable);
+    L(cuptiActivityRegisterCallbacks);
+    L(cuptiActivityFlushAll);
+    L(cuptiActivityGetNextRecord);
+    L(cuptiGetTimestamp);
+    L(cuptiActivityGetNumDroppedRecords);
+#undef L
+    CUpti_SubscriberHandle sub;
+    CUptiResult r = p_cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, NULL);
+    if (r == CUPTI_SUCCESS) r = p_cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    if (r == CUPTI_SUCCESS) r = p_cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+    if (r == CUPTI_SUCCESS) r = p_cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (r == CUPTI_SUCCESS) r = p_cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r != CUPTI_SUCCESS) {
+        snprintf(problem, sizeof problem, "CUPTI refused to start (error %d)", (int)r);
+        return MKB_ERR_UNSUPPORTED;
+    }
+    available = true;
+    problem[0] = '\0';
+    return MKB_OK;
+}
+
+void mkb_trace_window_begin(void) {
+    if (!available) return;
+    uint64_t t = 0;
+    p_cuptiGetTimestamp(&t);
+    pthread_mutex_lock(&lock);
+    win_start = t;
+    in_call = true;
+    calls_begun = true;
+    graph_events_in = 0;
+    pthread_mutex_unlock(&lock);
+    grader_active = false;
+}
+
+void mkb_trace_window_end(struct mkb_call_account *acc) {
+    memset(acc, 0, sizeof *acc);
+    grader_active = true;
+    if (!available) return;
+    uint64_t t = 0;
+    p_cuptiGetTimestamp(&t);
+    pthread_mutex_lock(&lock);
+    in_call = false;
+    win_end = t;
+    acc->graph_launches = graph_events_in;
+    acc->outside = graph_events_out;
+    graph_events_out = 0;
+    pthread_mutex_unlock(&lock);
+    p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    size_t dropped = 0;
+    if (p_cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS) acc->dropped_records = (int64_t)dropped;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nrecs; i++) {
+        const struct krec *k = &recs[i];
+        int o = map_get(&corr, k->corr);
+        if (k->start >= win_start && k->start <= win_end) acc->all_kernels++;
+        if (o == MKB_ORIGIN_GRADER) continue;
+        if (o < 0) o = MKB_ORIGIN_LIBRARY;
+        if (k->graph) acc->graph_launches += 1;
+        if (k->start >= win_start && k->start <= win_end) {
+            acc->kernels[o]++;
+            acc->kernel_ms[o] += (double)(k->end - k->start) * 1e-6;
+            if (o == MKB_ORIGIN_FOREIGN && !acc->first_foreign[0])
+                snprintf(acc->first_foreign, sizeof acc->first_foreign, "%s", k->name);
+        } else if (k->start > last_end && last_end != 0) {
+            acc->outside++;
+            if (!acc->first_outside[0]) snprintf(acc->first_outside, sizeof acc->first_outside, "%s", k->name);
+        }
+    }
+    nrecs = 0;
+    last_end = win_end;
+    pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,507 @@
+/* The parent side of a grade (see parent.h). */
+#include "grade/parent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/sha256.h"
+#include "dsl/env.h"
+#include "grade/auth.h"
+#include "grade/seeds.h"
+#include "grade/verdict.h"
+#include "protocol/dsl.h"
+
+#define OUTPUT_TAIL_BYTES 4000
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool is_exec(const char *p) { return access(p, X_OK) == 0; }
+
+enum mkb_status mkb_grade_child_path(const char *override, char *buf, int cap) {
+    const char *env = getenv("MKB_GRADE_CHILD");
+    const char *pick = override ? override : env;
+    if (pick) {
+        if (!is_exec(pick)) return mkb_error(MKB_ERR_NOT_FOUND, "the grader child '%s' is not an executable", pick);
+        snprintf(buf, (size_t)cap, "%s", pick);
+        return MKB_OK;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(buf, (size_t)cap, "%s/mkb-grade-child", self);
+            if (is_exec(buf)) return MKB_OK;
+        }
+    }
+    return mkb_error(MKB_ERR_UNSUPPORTED,
+                     "no grader child next to mkb (mkb-grade-child is built where CPython's embedding library "
+                     "and the CUDA toolkit were found); set MKB_GRADE_CHILD to its path");
+}
+
+enum mkb_status mkb_env_root(char *buf, int cap) {
+    const char *e = getenv("MKB_ENV_DIR"), *x = getenv("XDG_DATA_HOME"), *h = getenv("HOME");
+    if (e && *e)
+        snprintf(buf, (size_t)cap, "%s", e);
+    else if (x && *x)
+        snprintf(buf, (size_t)cap, "%s/mkb/envs", x);
+    else if (h && *h)
+        snprintf(buf, (size_t)cap, "%s/.local/share/mkb/envs", h);
+    else
+        return mkb_error(MKB_ERR_INVALID, "set MKB_ENV_DIR or HOME to locate the DSL environments");
+    return MKB_OK;
+}
+
+enum mkb_status mkb_grade_default_python(const char *dsl, char *buf, int cap) {
+    const char *e = getenv("MKB_PYTHON");
+    if (e && *e) {
+        snprintf(buf, (size_t)cap, "%s", e);
+        return MKB_OK;
+    }
+    char root[PATH_MAX];
+    if (dsl && mkb_env_root(root, sizeof root) == MKB_OK) {
+        snprintf(buf, (size_t)cap, "%s/%s/bin/python", root, dsl);
+        if (is_exec(buf)) return MKB_OK;
+    }
+    const char *path = getenv("PATH");
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(buf, (size_t)cap, "%s/python3", d);
+        if (is_exec(buf)) return MKB_OK;
+    }
+    return mkb_error(MKB_ERR_NOT_FOUND, "no python3 on PATH and no environment for '%s' (run 'mkb env create')",
+                     dsl ? dsl : "?");
+}
+
+/* ---- one child ---- */
+
+struct child_run {
+    json_t *result;     /* the authenticated result frame, or NULL */
+    char stage[64];     /* the last authenticated stage */
+    int stage_draw;
+    bool timed_out, signaled, tampered;
+    int exit_code, signal;
+    char tamper_why[256];
+    double wall_s;
+    char output_tail[OUTPUT_TAIL_BYTES + 1];
+};
+
+static void read_tail(const char *path, char *out, int cap) {
+    out[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long from = size > cap - 1 ? size - (cap - 1) : 0;
+    fseek(f, from, SEEK_SET);
+    size_t n = fread(out, 1, (size_t)(cap - 1), f);
+    out[n] = '\0';
+    fclose(f);
+}
+
+static enum mkb_status run_child(const char *exe, const char *workdir, const json_t *assignment,
+                                 const uint8_t key[MKB_AUTH_KEY_BYTES], double timeout_s, const char *log_name,
+                                 struct child_run *cr) {
+    memset(cr, 0, sizeof *cr);
+    snprintf(cr->stage, sizeof cr->stage, "start");
+    char *text = json_dumps(assignment, JSON_COMPACT);
+    if (!text) return mkb_error(MKB_ERR_NOMEM, "cannot serialise the assignment");
+    int ap[2], rp[2];
+    if (pipe2(ap, O_CLOEXEC) || pipe2(rp, O_CLOEXEC)) {
+        free(text);
+        return mkb_error(MKB_ERR_IO, "cannot make pipes for the grader child: %s", strerror(errno));
+    }
+    char logpath[PATH_MAX + 64], tmpdir[PATH_MAX + 8];
+    snprintf(logpath, sizeof logpath, "%s/%s", workdir, log_name);
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp", workdir);
+    mkdir(tmpdir, 0700);
+    int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (logfd < 0) {
+        free(text);
+        return mkb_error(MKB_ERR_IO, "cannot create '%s': %s", logpath, strerror(errno));
+    }
+    /* the environment: what a GPU program needs, nothing of the caller's secrets */
+    static const char *const pass[] = {"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+                                       "MKB_CUPTI_LIB", "MKB_CUDA_SYNC", "MKB_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES",
+                                       "LANG", "LC_ALL", "TVM_FFI_CACHE_DIR", "CUTE_DSL_ARCH", NULL};
+    char *envp[32];
+    int ne = 0;
+    static char envbuf[20][PATH_MAX + 64];
+    for (int i = 0; pass[i] && ne < 16; i++) {
+        const char *v = getenv(pass[i]);
+        if (!v) continue;
+        snprintf(envbuf[ne], sizeof envbuf[ne], "%s=%s", pass[i], v);
+        envp[ne] = envbuf[ne];
+        ne++;
+    }
+    snprintf(envbuf[ne], sizeof envbuf[ne], "HOME=%s", workdir);
+    envp[ne] = envbuf[ne];
+    ne++;
+    snprintf(envbuf[ne], sizeof envbuf[ne], "TMPDIR=%s", tmpdir);
+    envp[ne] = envbuf[ne];
+    ne++;
+    snprintf(envbuf[ne], sizeof envbuf[ne], "PYTHONDONTWRITEBYTECODE=1");
+    envp[ne] = envbuf[ne];
+    ne++;
+    envp[ne] = NULL;
+
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(text);
+        close(logfd);
+        return mkb_error(MKB_ERR_IO, "cannot fork the grader child: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        int a = fcntl(ap[0], F_DUPFD, 10), r = fcntl(rp[1], F_DUPFD, 10);
+        dup2(a, 3);
+        dup2(r, 4);
+        fcntl(3, F_SETFD, 0);
+        fcntl(4, F_SETFD, 0);
+        for (int fd = 5; fd < 1024; fd++) close(fd);
+        if (chdir(workdir) != 0) _exit(126);
+        struct rlimit core = {0, 0}, fsize = {RLIM_INFINITY, RLIM_INFINITY};
+        fsize.rlim_cur = fsize.rlim_max = (rlim_t)4 << 30;
+        setrlimit(RLIMIT_CORE, &core);
+        setrlimit(RLIMIT_FSIZE, &fsize);
+        char *argv[] = {(char *)exe, "--assignment-fd", "3", "--result-fd", "4", NULL};
+        execve(exe, argv, envp);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(ap[0]);
+    close(rp[1]);
+    close(logfd);
+    /* the assignment (with the key) goes down the pipe; then the pipe is closed */
+    size_t len = strlen(text), off = 0;
+    signal(SIGPIPE, SIG_IGN);
+    while (off < len) {
+        ssize_t w = write(ap[1], text + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    explicit_bzero(text, len);
+    free(text);
+    close(ap[1]);
+
+    struct mkb_auth_reader rd;
+    mkb_auth_reader_init(&rd, key);
+    double deadline = t0 + timeout_s;
+    bool eof = false;
+    int status = 0;
+    bool reaped = false;
+    while (!eof) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            cr->timed_out = true;
+            break;
+        }
+        struct pollfd pf = {.fd = rp[0], .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) continue;
+        char buf[65536];
+        ssize_t n = read(rp[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            eof = true;
+            break;
+        }
+        mkb_auth_reader_feed(&rd, buf, (size_t)n);
+        char *body;
+        size_t blen;
+        while (mkb_auth_reader_next(&rd, &body, &blen)) {
+            json_error_t je;
+            json_t *j = json_loads(body, 0, &je);
+            free(body);
+            if (!j) continue;
+            const char *kind = json_string_value(json_object_get(j, "kind"));
+            if (kind && !strcmp(kind, "stage")) {
+                snprintf(cr->stage, sizeof cr->stage, "%s", json_string_value(json_object_get(j, "stage")));
+                cr->stage_draw = (int)json_integer_value(json_object_get(j, "draw"));
+                json_decref(j);
+            } else if (kind && !strcmp(kind, "result") && !cr->result) {
+                cr->result = j;
+            } else {
+                json_decref(j);
+            }
+        }
+    }
+    /* the child had its time, or closed its channel: give it a moment to exit, then end the
+     * whole group (threads or processes the candidate left behind) */
+    double grace = cr->timed_out ? 0 : 10.0;
+    double until = now_s() + grace;
+    while (!reaped) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            reaped = true;
+            break;
+        }
+        if (now_s() >= until) break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(-pid, SIGKILL);
+    if (!reaped) {
+        waitpid(pid, &status, 0);
+        if (!cr->timed_out && !cr->result) cr->timed_out = true;
+    }
+    close(rp[0]);
+    const char *why;
+    if (mkb_auth_reader_leftover(&rd, &why) && !(cr->timed_out && !rd.broken)) {
+        cr->tampered = true;
+        snprintf(cr->tamper_why, sizeof cr->tamper_why, "%s", why);
+    }
+    mkb_auth_reader_release(&rd);
+    if (WIFSIGNALED(status)) {
+        cr->signaled = true;
+        cr->signal = WTERMSIG(status);
+    } else if (WIFEXITED(status)) {
+        cr->exit_code = WEXITSTATUS(status);
+    }
+    cr->wall_s = now_s() - t0;
+    read_tail(logpath, cr->output_tail, sizeof cr->output_tail);
+    return MKB_OK;
+}
+
+/* An error object for what happened to a child that sent no result. */
+static json_t *child_failure(const struct child_run *cr, double timeout_s) {
+    char msg[512], where[96];
+    snprintf(where, sizeof where, "%s%s", cr->stage, "");
+    if (cr->timed_out)
+        snprintf(msg, sizeof msg, "the grade ran past its %.0f s limit during %s (draw %d) and was stopped", timeout_s,
+                 where, cr->stage_draw + 1);
+    else if (cr->signaled)
+        snprintf(msg, sizeof msg, "the grader child was killed by signal %d (%s) during %s (draw %d)", cr->signal,
+                 strsignal(cr->signal), where, cr->stage_draw + 1);
+    else
+        snprintf(msg, sizeof msg, "the grader child exited with code %d during %s without a result", cr->exit_code,
+                 where);
+    return json_pack("{s:s, s:s, s:s, s:i, s:s}", "kind", cr->timed_out ? "timeout" : "crash", "stage", cr->stage,
+                     "message", msg, "draw", cr->stage_draw, "output_tail", cr->output_tail);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : 0; /* best effort: keep going */
+}
+
+/* Remove the grade directory and everything the children left in it. */
+static void rm_tree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) {
+    *verdict = NULL;
+    const struct mkb_dsl *dsl;
+    const struct mkb_dsl_env *denv;
+    MKB_TRY(mkb_dsl_find(o->dsl, &dsl));
+    MKB_TRY(mkb_dsl_env_find(o->dsl, &denv));
+    char exe[PATH_MAX], python[PATH_MAX];
+    MKB_TRY(mkb_grade_child_path(o->child_path, exe, sizeof exe));
+    if (o->python)
+        snprintf(python, sizeof python, "%s", o->python);
+    else
+        MKB_TRY(mkb_grade_default_python(o->dsl, python, sizeof python));
+    double timeout = o->timeout_s > 0 ? o->timeout_s : MKB_GRADE_TIMEOUT_S;
+
+    struct stat st;
+    if (stat(o->kernel_path, &st) != 0)
+        return mkb_error(MKB_ERR_NOT_FOUND, "cannot read '%s': %s", o->kernel_path, strerror(errno));
+    json_t *pfind = json_array();
+    char *src = NULL;
+    size_t srclen = 0;
+    if (st.st_size > MKB_GRADE_KERNEL_MAX_BYTES) {
+        char m[256];
+        snprintf(m, sizeof m, "kernel.py is %lld bytes; the limit is %d", (long long)st.st_size,
+                 MKB_GRADE_KERNEL_MAX_BYTES);
+        json_array_append_new(pfind, json_pack("{s:s, s:s, s:s}", "rule", "oversized", "message", m, "stage", "start"));
+    } else {
+        enum mkb_status s = mkb_read_file(o->kernel_path, &src, &srclen);
+        if (s != MKB_OK) {
+            json_decref(pfind);
+            return s;
+        }
+    }
+    char sha[MKB_SHA256_HEX] = "";
+    if (src) mkb_sha256_hex(src, srclen, sha);
+    if (src) {
+        struct mkb_finding f[32];
+        int n = mkb_policy_scan_source(src, srclen, denv, f, 32);
+        for (int i = 0; i < n; i++)
+            json_array_append_new(pfind,
+                                  json_pack("{s:s, s:s, s:s}", "rule", f[i].rule, "message", f[i].message, "stage", "scan"));
+    }
+
+    struct mkb_seeds seeds;
+    enum mkb_status s = o->seed_file ? mkb_seeds_load(o->seed_file, &seeds) : mkb_seeds_draw(&seeds);
+    if (s != MKB_OK) {
+        free(src);
+        json_decref(pfind);
+        return s;
+    }
+    json_t *seeds_j = mkb_seeds_to_json(&seeds);
+
+    const char *tmp = getenv("TMPDIR");
+    char workdir[PATH_MAX];
+    snprintf(workdir, sizeof workdir, "%s/mkb-grade-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(workdir)) {
+        free(src);
+        json_decref(pfind);
+        json_decref(seeds_j);
+        return mkb_error(MKB_ERR_IO, "cannot create a grade directory under '%s': %s", tmp ? tmp : "/tmp",
+                         strerror(errno));
+    }
+    char kpath[PATH_MAX + 16];
+    if (snprintf(kpath, sizeof kpath, "%s/kernel.py", workdir) >= (int)sizeof kpath)
+        s = mkb_error(MKB_ERR_INVALID, "the grade directory name is too long");
+    else
+        s = mkb_write_file_atomic(kpath, src ? src : "", src ? srclen : 0);
+    free(src);
+
+    /* what the candidate must not open, and the directories that are the grader's */
+    char self_dir[PATH_MAX] = "";
+    ssize_t sn = readlink("/proc/self/exe", self_dir, sizeof self_dir - 1);
+    if (sn > 0) {
+        self_dir[sn] = '\0';
+        char *slash = strrchr(self_dir, '/');
+        if (slash) *slash = '\0';
+    }
+    json_t *gdirs = json_pack("[s, s]", self_dir, MKB_SOURCE_DIR);
+    json_t *prot = json_array();
+    char real[PATH_MAX];
+    if (o->seed_file && realpath(o->seed_file, real)) json_array_append_new(prot, json_string(real));
+    for (int i = 0; i < o->nprotect; i++) json_array_append_new(prot, json_string(o->protect[i]));
+    json_t *sites = json_array();
+    for (int i = 0; i < o->nsites; i++) json_array_append_new(sites, json_string(o->sites[i]));
+
+    double t0 = now_s();
+    json_t *cand = NULL, *base = NULL, *perr = NULL;
+    bool harness = false;
+    struct child_run cr = {0}, br = {0};
+    if (s == MKB_OK) {
+        uint8_t key[MKB_AUTH_KEY_BYTES];
+        char hex[2 * MKB_AUTH_KEY_BYTES + 1];
+        s = mkb_auth_key_new(key);
+        mkb_auth_hex(key, MKB_AUTH_KEY_BYTES, hex);
+        json_t *a = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:b}", "key",
+                              hex, "role", "candidate", "mode", o->import_only ? "import" : "full", "problem",
+                              o->problem->name, "dsl", o->dsl, "dsl_title", dsl->title, "scale",
+                              o->scale == MKB_SCALE_TEST ? "test" : "full", "kernel", kpath, "workdir", workdir,
+                              "python", python, "seeds", seeds_j, "sites", sites, "grader_dirs", gdirs, "protected",
+                              prot, "preload", !o->no_preload);
+        if (s == MKB_OK) s = run_child(exe, workdir, a, key, timeout, "candidate.log", &cr);
+        json_decref(a);
+        explicit_bzero(hex, sizeof hex);
+        explicit_bzero(key, sizeof key);
+    }
+    if (s == MKB_OK) {
+        cand = cr.result;
+        if (cr.tampered)
+            json_array_append_new(pfind, json_pack("{s:s, s:s, s:s}", "rule", "result-channel", "message",
+                                                   cr.tamper_why, "stage", cr.stage));
+        if (!cand) {
+            perr = child_failure(&cr, timeout);
+            /* no authenticated frame at all: the child never got going, which is the grader's
+             * failure, not the kernel's (the kernel runs only after the first frames) */
+            if (!strcmp(cr.stage, "start") && !cr.timed_out && !cr.tampered) harness = true;
+            if (cr.tampered && !cr.timed_out && !cr.signaled)
+                json_object_set_new(perr, "kind", json_string("tampered"));
+        } else if (json_is_true(json_object_get(cand, "harness_error"))) {
+            harness = true;
+        }
+    }
+    bool timed = cand && json_array_size(json_object_get(cand, "kernel_ms_samples")) == MKB_GRADE_TIMING_DRAWS &&
+                 json_integer_value(json_object_get(cand, "correct_draws")) == MKB_GRADE_CORRECTNESS_DRAWS &&
+                 json_array_size(json_object_get(cand, "findings")) == 0 && json_array_size(pfind) == 0;
+    if (s == MKB_OK && timed && !o->no_baseline && !o->import_only) {
+        uint8_t key[MKB_AUTH_KEY_BYTES];
+        char hex[2 * MKB_AUTH_KEY_BYTES + 1];
+        s = mkb_auth_key_new(key);
+        mkb_auth_hex(key, MKB_AUTH_KEY_BYTES, hex);
+        json_t *a = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O}", "key", hex, "role", "baseline", "problem",
+                              o->problem->name, "scale", o->scale == MKB_SCALE_TEST ? "test" : "full", "workdir",
+                              workdir, "seeds", seeds_j);
+        if (s == MKB_OK) s = run_child(exe, workdir, a, key, timeout, "baseline.log", &br);
+        json_decref(a);
+        explicit_bzero(hex, sizeof hex);
+        explicit_bzero(key, sizeof key);
+        if (s == MKB_OK) {
+            base = br.result;
+            if (!base || json_is_true(json_object_get(base, "harness_error"))) {
+                harness = true;
+                if (!base) {
+                    perr = child_failure(&br, timeout);
+                    json_object_set_new(perr, "stage", json_string("baseline"));
+                }
+            }
+        }
+    }
+    if (s == MKB_OK) {
+        double sol_ms = base && json_is_number(json_object_get(base, "sol_ms"))
+                            ? json_number_value(json_object_get(base, "sol_ms"))
+                            : NAN;
+        struct mkb_verdict_facts f = {
+            .problem_id = o->problem->id,
+            .problem_name = o->problem->name,
+            .dsl = o->dsl,
+            .dsl_title = dsl->title,
+            .kernel_path = o->kernel_path,
+            .kernel_bytes = (long long)st.st_size,
+            .kernel_sha256 = sha,
+            .seeds = seeds_j,
+            .candidate = cand,
+            .baseline = base,
+            .parent_findings = pfind,
+            .parent_error = perr,
+            .sol_ms = sol_ms,
+            .sol = base ? json_object_get(base, "sol") : NULL,
+            .wall_total_s = now_s() - t0,
+            .wall_candidate_s = cr.wall_s,
+            .wall_baseline_s = base ? br.wall_s : NAN,
+            .harness_error = harness,
+        };
+        *verdict = mkb_verdict_assemble(&f);
+        if (!*verdict) s = mkb_error(MKB_ERR_NOMEM, "cannot assemble the verdict");
+        if (*verdict && base) json_object_set_new(json_object_get(*verdict, "wall_s"), "baseline", json_real(br.wall_s));
+        if (*verdict && o->import_only) json_object_set_new(*verdict, "import_only", json_true());
+        if (*verdict && o->keep_workdir) json_object_set_new(*verdict, "workdir", json_string(workdir));
+    }
+    json_decref(cand);
+    json_decref(base);
+    json_decref(perr);
+    json_decref(pfind);
+    json_decref(seeds_j);
+    json_decref(gdirs);
+    json_decref(prot);
+    json_decref(sites);
+    if (!o->keep_workdir) rm_tree(workdir);
+    return s;
+}

@@ -1,0 +1,57 @@
+/* The parent side of a grade: `mkb grade` and the trial runner call mkb_grade_run().
+ *
+ * It never imports or runs candidate code itself. It reads kernel.py (at most 300,000 bytes),
+ * scans its text (grade/policy.h), draws the seeds, copies the kernel into a private directory
+ * (mode 0700), and starts the grader child (mkb-grade-child) in its own process group with a
+ * fresh key on an inherited pipe, a time limit (600 s), a file-size limit and no core dumps. It
+ * trusts only the child's authenticated frames (grade/auth.h); the child's exit status, stdout
+ * and stderr only help describe a crash. A crash, a hang, a GPU fault or a tampered result
+ * channel becomes a verdict naming the stage it happened in. When the candidate is correct, a
+ * second child that never starts Python times the eager baseline with the same seeds.
+ *
+ * Ownership: mkb_grade_run returns a new verdict reference (grade/verdict.h) the caller owns.
+ * Statuses other than MKB_OK are failures to grade at all (bad options, no child executable);
+ * everything that happens to the kernel is in the verdict. */
+#ifndef MKB_GRADE_PARENT_H
+#define MKB_GRADE_PARENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "core/status.h"
+#include "grade/policy.h"
+#include "problem/problem.h"
+
+#define MKB_GRADE_KERNEL_MAX_BYTES 300000
+#define MKB_GRADE_TIMEOUT_S 600.0
+
+struct mkb_grade_opts {
+    const struct mkb_problem *problem;
+    const char *dsl;         /* "cutedsl", "tirx" */
+    const char *kernel_path; /* the candidate's kernel.py */
+    const char *seed_file;   /* NULL: fresh seeds from the OS */
+    const char *python;      /* the environment's interpreter; NULL: the default (docs/grader.md) */
+    const char *sites[8];    /* extra site directories (a wheelhouse unpacked with pip --target) */
+    int nsites;
+    enum mkb_scale scale;    /* MKB_SCALE_FULL for verdicts */
+    bool import_only;        /* import the kernel under the rules and stop (no GPU needed) */
+    bool no_preload;         /* do not import torch and the DSL first (CPU tests only) */
+    bool no_baseline;        /* skip the eager baseline */
+    double timeout_s;        /* 0: MKB_GRADE_TIMEOUT_S */
+    const char *child_path;  /* NULL: $MKB_GRADE_CHILD, else next to the mkb executable */
+    const char *protect[4];  /* more files the candidate must not open (the verdict output) */
+    int nprotect;
+    bool keep_workdir;
+};
+
+enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict);
+
+/* The grader child executable this mkb would use, into buf. */
+enum mkb_status mkb_grade_child_path(const char *override, char *buf, int cap);
+/* The interpreter the grade of this DSL would use, into buf (see docs/grader.md). */
+enum mkb_status mkb_grade_default_python(const char *dsl, char *buf, int cap);
+/* Where `mkb env` puts environments: $MKB_ENV_DIR, else $XDG_DATA_HOME/mkb/envs, else
+ * ~/.local/share/mkb/envs. */
+enum mkb_status mkb_env_root(char *buf, int cap);
+
+#endif

@@ -1,0 +1,252 @@
+/* Verdict assembly, the pass decision and the text report (see verdict.h). */
+#include "grade/verdict.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double mkb_median(const double *v, int n) {
+    if (n <= 0) return NAN;
+    double *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return NAN;
+    memcpy(t, v, sizeof *t * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+static int samples(const json_t *arr, double *out, int max) {
+    int n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(arr, i, e) {
+        if (n >= max) break;
+        if (json_is_number(e)) out[n++] = json_number_value(e);
+    }
+    return n;
+}
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *copy_or_null(const json_t *j) { return j ? json_deep_copy(j) : json_null(); }
+
+static json_t *stats_json(const double *v, int n) {
+    if (n == 0) return json_null();
+    double lo = v[0], hi = v[0];
+    for (int i = 1; i < n; i++) {
+        if (v[i] < lo) lo = v[i];
+        if (v[i] > hi) hi = v[i];
+    }
+    return json_pack("{s:o, s:o, s:o, s:i}", "median", num(mkb_median(v, n)), "min", num(lo), "max", num(hi), "n", n);
+}
+
+json_t *mkb_verdict_assemble(const struct mkb_verdict_facts *f) {
+    const json_t *c = f->candidate, *b = f->baseline;
+    bool imported = c && json_is_true(json_object_get(c, "imported"));
+    json_int_t correct_draws = c ? json_integer_value(json_object_get(c, "correct_draws")) : 0;
+    json_int_t verified = c ? json_integer_value(json_object_get(c, "timing_verified")) : 0;
+    json_int_t ntiming = c ? (json_int_t)json_array_size(json_object_get(c, "kernel_ms_samples")) : 0;
+    bool correct = imported && correct_draws == 5;
+
+    double ks[256], es[256];
+    int nk = c ? samples(json_object_get(c, "kernel_ms_samples"), ks, 256) : 0;
+    int ne = b ? samples(json_object_get(b, "eager_ms_samples"), es, 256) : 0;
+    double kernel_ms = nk == 50 ? mkb_median(ks, nk) : NAN;
+    double eager_ms = ne == 50 ? mkb_median(es, ne) : NAN;
+
+    json_t *findings = json_array();
+    if (c) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(c, "findings"), i, e) json_array_append(findings, e);
+    }
+    if (f->parent_findings) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(f->parent_findings, i, e) json_array_append(findings, e);
+    }
+    json_t *error = NULL;
+    if (f->parent_error)
+        error = json_deep_copy(f->parent_error);
+    else if (c && json_is_object(json_object_get(c, "error")))
+        error = json_deep_copy(json_object_get(c, "error"));
+    else if (b && json_is_object(json_object_get(b, "error")))
+        error = json_deep_copy(json_object_get(b, "error"));
+
+    bool timed = nk == 50 && isfinite(kernel_ms) && kernel_ms > 0;
+    bool passed = correct && timed && verified == 50 && json_array_size(findings) == 0 && !error && !f->harness_error;
+    double speedup = passed && isfinite(eager_ms) && eager_ms > 0 ? eager_ms / kernel_ms : NAN;
+    double sol_fraction = timed && isfinite(f->sol_ms) && f->sol_ms > 0 ? f->sol_ms / kernel_ms : NAN;
+
+    const char *stage = "start";
+    if (f->parent_error && json_is_string(json_object_get(f->parent_error, "stage")))
+        stage = json_string_value(json_object_get(f->parent_error, "stage"));
+    else if (c && json_is_string(json_object_get(c, "stage")))
+        stage = json_string_value(json_object_get(c, "stage"));
+    if (b && !f->parent_error && json_is_string(json_object_get(b, "stage")) && correct) stage = "done";
+
+    json_t *wall = json_pack("{s:o, s:o, s:o}", "total", num(f->wall_total_s), "candidate", num(f->wall_candidate_s),
+                             "baseline", num(f->wall_baseline_s));
+    if (c && json_is_object(json_object_get(c, "wall_s"))) json_object_update(wall, json_object_get(c, "wall_s"));
+
+    json_t *v = json_object();
+    json_object_set_new(v, "format", json_string(MKB_VERDICT_FORMAT));
+    json_object_set_new(v, "problem", json_pack("{s:i, s:s}", "id", f->problem_id, "name", f->problem_name));
+    json_object_set_new(v, "dsl", json_pack("{s:s, s:s}", "name", f->dsl, "title", f->dsl_title));
+    json_object_set_new(v, "kernel", json_pack("{s:s, s:I, s:s}", "path", f->kernel_path, "bytes",
+                                               (json_int_t)f->kernel_bytes, "sha256", f->kernel_sha256));
+    json_object_set_new(v, "imported", json_boolean(imported));
+    json_object_set_new(v, "correct", json_boolean(correct));
+    json_object_set_new(v, "passed", json_boolean(passed));
+    json_object_set_new(v, "harness_error", json_boolean(f->harness_error));
+    json_object_set_new(v, "stage", json_string(stage));
+    json_object_set_new(v, "draws", json_pack("{s:{s:I, s:i}, s:{s:I, s:I}}", "correctness", "passed", correct_draws,
+                                              "total", 5, "timing", "verified", verified, "timed", ntiming));
+    json_object_set_new(v, "mismatch", copy_or_null(c ? json_object_get(c, "mismatch") : NULL));
+    json_object_set_new(v, "kernel_ms", num(kernel_ms));
+    json_object_set_new(v, "eager_ms", num(eager_ms));
+    json_object_set_new(v, "speedup", num(speedup));
+    json_object_set_new(v, "sol_ms", num(f->sol_ms));
+    json_object_set_new(v, "sol_fraction", num(sol_fraction));
+    json_object_set_new(v, "sol", copy_or_null(f->sol));
+    json_object_set_new(v, "kernel_stats", stats_json(ks, nk));
+    json_object_set_new(v, "eager_stats", stats_json(es, ne));
+    json_object_set_new(v, "samples",
+                        json_pack("{s:o, s:o, s:o, s:o}", "kernel_ms",
+                                  copy_or_null(c ? json_object_get(c, "kernel_ms_samples") : NULL), "eager_ms",
+                                  copy_or_null(b ? json_object_get(b, "eager_ms_samples") : NULL), "kernel_warmup_ms",
+                                  copy_or_null(c ? json_object_get(c, "warmup_ms_samples") : NULL), "eager_warmup_ms",
+                                  copy_or_null(b ? json_object_get(b, "warmup_ms_samples") : NULL)));
+    json_object_set_new(v, "accounting",
+                        json_pack("{s:o, s:o}", "candidate", copy_or_null(c ? json_object_get(c, "accounting") : NULL),
+                                  "eager", copy_or_null(b ? json_object_get(b, "accounting") : NULL)));
+    json_object_set_new(v, "findings", findings);
+    json_object_set_new(v, "error", error ? error : json_null());
+    json_object_set_new(v, "seeds", copy_or_null(f->seeds));
+    json_object_set_new(v, "wall_s", wall);
+    json_object_set_new(v, "environment", copy_or_null(c ? json_object_get(c, "environment") : NULL));
+    json_object_set_new(v, "authenticated", json_boolean(c != NULL));
+    return v;
+}
+
+int mkb_verdict_exit_code(const json_t *v) {
+    if (json_is_true(json_object_get(v, "harness_error"))) return 3;
+    if (json_is_true(json_object_get(v, "import_only")))
+        return json_is_true(json_object_get(v, "imported")) && json_array_size(json_object_get(v, "findings")) == 0 &&
+                       !json_is_object(json_object_get(v, "error"))
+                   ? 0
+                   : 1;
+    return json_is_true(json_object_get(v, "passed")) ? 0 : 1;
+}
+
+static const char *yes_no(bool b) { return b ? "yes" : "no"; }
+
+static double getnum(const json_t *o, const char *k) {
+    const json_t *e = json_object_get(o, k);
+    return json_is_number(e) ? json_number_value(e) : NAN;
+}
+
+static const char *getstr(const json_t *o, const char *k, const char *dflt) {
+    const json_t *e = json_object_get(o, k);
+    return json_is_string(e) ? json_string_value(e) : dflt;
+}
+
+void mkb_verdict_render(const json_t *v, FILE *out) {
+    const json_t *prob = json_object_get(v, "problem"), *dsl = json_object_get(v, "dsl");
+    const json_t *ker = json_object_get(v, "kernel"), *draws = json_object_get(v, "draws");
+    fprintf(out, "mkb grade: %s in %s\n", getstr(prob, "name", "?"), getstr(dsl, "title", "?"));
+    fprintf(out, "kernel:      %s (%lld bytes, sha256 %.12s)\n", getstr(ker, "path", "?"),
+            (long long)json_integer_value(json_object_get(ker, "bytes")), getstr(ker, "sha256", ""));
+    bool imported = json_is_true(json_object_get(v, "imported"));
+    fprintf(out, "imported:    %s\n", yes_no(imported));
+    const json_t *cd = json_object_get(draws, "correctness"), *td = json_object_get(draws, "timing");
+    if (!json_is_true(json_object_get(v, "import_only")))
+        fprintf(out, "correct:     %s (%lld/%lld draws)\n", yes_no(json_is_true(json_object_get(v, "correct"))),
+            (long long)json_integer_value(json_object_get(cd, "passed")),
+            (long long)json_integer_value(json_object_get(cd, "total")));
+    const json_t *mm = json_object_get(v, "mismatch");
+    if (json_is_object(mm))
+        fprintf(out, "mismatch:    %s draw %lld: %s\n", getstr(mm, "phase", "?"),
+                (long long)json_integer_value(json_object_get(mm, "draw")) + 1, getstr(mm, "message", "?"));
+    long long timed = (long long)json_integer_value(json_object_get(td, "timed"));
+    if (timed > 0)
+        fprintf(out, "timing:      %lld of %lld timed draws re-verified against the reference\n",
+                (long long)json_integer_value(json_object_get(td, "verified")), timed);
+    const json_t *ks = json_object_get(v, "kernel_stats"), *es = json_object_get(v, "eager_stats");
+    if (json_is_object(ks))
+        fprintf(out, "kernel:      %.4f ms median of %lld (min %.4f, max %.4f)\n", getnum(ks, "median"),
+                (long long)json_integer_value(json_object_get(ks, "n")), getnum(ks, "min"), getnum(ks, "max"));
+    if (json_is_object(es))
+        fprintf(out, "eager:       %.4f ms median of %lld (min %.4f, max %.4f)\n", getnum(es, "median"),
+                (long long)json_integer_value(json_object_get(es, "n")), getnum(es, "min"), getnum(es, "max"));
+    double sp = getnum(v, "speedup");
+    if (isfinite(sp)) fprintf(out, "speedup:     %.3fx vs eager\n", sp);
+    double sol = getnum(v, "sol_ms"), solf = getnum(v, "sol_fraction");
+    if (isfinite(sol) && isfinite(solf))
+        fprintf(out, "SOL:         %.4f ms bound; the kernel runs at %.1f%% of speed of light\n", sol, 100.0 * solf);
+    const json_t *acc = json_object_get(json_object_get(v, "accounting"), "candidate");
+    if (json_is_object(acc))
+        fprintf(out, "kernels:     %s per call: %.0f (median); other kernels per call: %.0f (median)\n",
+                getstr(dsl, "title", "DSL"), getnum(acc, "dsl_kernels_median"), getnum(acc, "other_kernels_median"));
+    const json_t *findings = json_object_get(v, "findings");
+    size_t nf = json_array_size(findings);
+    if (nf == 0) {
+        fprintf(out, "rules:       kept\n");
+    } else {
+        fprintf(out, "rules:       %zu finding%s\n", nf, nf == 1 ? "" : "s");
+        size_t i;
+        const json_t *e;
+        json_array_foreach(findings, i, e) {
+            const char *st = getstr(e, "stage", NULL);
+            fprintf(out, "  - %s%s%s%s: %s\n", getstr(e, "rule", "?"), st ? " (" : "", st ? st : "", st ? ")" : "",
+                    getstr(e, "message", "?"));
+        }
+    }
+    const json_t *err = json_object_get(v, "error");
+    if (json_is_object(err)) {
+        fprintf(out, "error:       %s during %s: %s\n", getstr(err, "kind", "error"), getstr(err, "stage", "?"),
+                getstr(err, "message", "?"));
+        const char *tb = getstr(err, "traceback", NULL);
+        if (tb && *tb) {
+            const char *s = tb;
+            while (*s) {
+                const char *nl = strchr(s, '\n');
+                int len = nl ? (int)(nl - s) : (int)strlen(s);
+                fprintf(out, "  | %.*s\n", len, s);
+                if (!nl) break;
+                s = nl + 1;
+            }
+        }
+        const char *log = getstr(err, "output_tail", NULL);
+        if (log && *log) fprintf(out, "  output tail:\n%s\n", log);
+    }
+    if (json_is_true(json_object_get(v, "import_only")))
+        fprintf(out, "passed:      not graded (--import-only: the kernel was imported under the rules, not run)\n");
+    else
+        fprintf(out, "passed:      %s\n", yes_no(json_is_true(json_object_get(v, "passed"))));
+    const json_t *w = json_object_get(v, "wall_s");
+    if (json_is_object(w)) {
+        fprintf(out, "wall time:   %.1f s", getnum(w, "total"));
+        static const char *const parts[][2] = {
+            {"interpreter", "interpreter"}, {"preload", "imports"},    {"import", "kernel import"},
+            {"first_call", "first call"},   {"correctness", "correctness"}, {"warmup", "warm-up"},
+            {"timing", "timing"},           {"verify", "re-verification"},  {"baseline", "eager baseline"},
+        };
+        bool any = false;
+        for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+            double x = getnum(w, parts[i][0]);
+            if (!isfinite(x)) continue;
+            fprintf(out, "%s%s %.1f", any ? ", " : " (", parts[i][1], x);
+            any = true;
+        }
+        fprintf(out, "%s\n", any ? ")" : "");
+    }
+    if (json_is_true(json_object_get(v, "harness_error")))
+        fprintf(out, "note:        the grade could not be carried out; this is not a verdict on the kernel\n");
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# mkb report on the fixture stores of tests/fixtures/stores (every figure worked out by hand in
+# their README): the Markdown tables, results.json and its legend, --out (reports and figures),
+# figures that are byte-stable and rebuild from their scripts without mkb, --sqlite, --by,
+# --seed/--bootstrap, partial stores marked, malformed stores and bad usage refused with clear
+# errors. Needs MKB, MKB_FIXTURES, python3; gnuplot for the figure checks.
+set -euo pipefail
+
+: "${MKB:?set MKB to the mkb binary}"
+: "${MKB_FIXTURES:?set MKB_FIXTURES to tests/fixtures}"
+S="$MKB_FIXTURES/stores"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+run() { set +e; "$@" >"$T/out" 2>"$T/err"; RC=$?; set -e; }
+expect_rc() {
+    local want=$1 what=$2
+    shift 2
+    run "$@"
+    [[ $RC == "$want" ]] || fail "$what: exit $RC, want $want; stderr: $(cat "$T/err")"
+}
+expect_out() { grep -qF -- "$1" "$T/out" || fail "$2: stdout lacks '$1'"; }
+expect_err() { grep -qF -- "$1" "$T/err" || fail "$2: stderr lacks '$1': $(cat "$T/err")"; }
+# py 'code' FILE: run python3 on a JSON file ($T/out by default) loaded as `d`
+py() { python3 -c "import json, math, sys; d = json.load(open(sys.argv[1])); $1" "${2:-$T/out}"; }
+
+# ---- help and usage ----
+expect_rc 0 "report --help" "$MKB" report --help
+expect_out "usage: mkb report STORE..." "report --help"
+expect_rc 2 "report without a store" "$MKB" report
+expect_err "name at least one store" "report without a store"
+expect_rc 2 "--format html without --out" "$MKB" report --format html "$S/model-a"
+expect_err "give --out DIR" "--format html without --out"
+expect_rc 2 "--format pdf" "$MKB" report --format pdf "$S/model-a"
+expect_err "--format takes md, tex, json or html" "--format pdf"
+expect_rc 2 "--by problem" "$MKB" report --by problem "$S/model-a"
+expect_rc 2 "--bootstrap -1" "$MKB" report --bootstrap -1 "$S/model-a"
+expect_rc 2 "--bogus" "$MKB" report --bogus "$S/model-a"
+ok "help, and usage errors exit 2 with a pointer to --help"
+
+# ---- the Markdown tables (README: model-a) ----
+expect_rc 0 "report model-a" "$MKB" report "$S/model-a"
+expect_out "## Model fixture/model-a" "report model-a"
+expect_out "| cutedsl2tirx | all | 4 | 4 | 25.0 [" "transfer row cutedsl2tirx"
+grep -q '^| cutedsl2tirx | all | 4 | 4 | 25.0 \[[^]]*\] | 25.0 \[[^]]*\] | 50.0 | +145.6 \[' "$T/out" ||
+    fail "transfer row cutedsl2tirx: T 25.0, H 25.0, neutral 50.0, ΔGM +145.6 expected"
+grep -q '^| tirx2cutedsl | all | 4 | 4 | 25.0 \[[^]]*\] | 25.0 \[[^]]*\] | 50.0 | -56.7 \[' "$T/out" ||
+    fail "transfer row tirx2cutedsl: ΔGM -56.7 expected"
+grep -q '^| all directions | all | 8 | 4 | 25.0 \[[^]]*\] | 25.0 \[[^]]*\] | 50.0 | +3.1 \[[^]]*\] | 0.688 | 0.844 | 1/1 (1.000) |' "$T/out" ||
+    fail "pooled transfer row: ΔGM +3.1, sign p 0.688, Wilcoxon p 0.844, McNemar 1/1 expected"
+grep -q '^| cutedsl2tirx | all: base | 4 | 75.0 \[30.1, 95.4\] |.*| 55.0 \[' "$T/out" || fail "ladder base row (S 55)"
+grep -q '^| cutedsl2tirx | all: skill | 4 | 100.0 \[51.0, 100.0\] |.*| 75.0 \[' "$T/out" || fail "ladder skill row (S 75)"
+grep -q '^| cutedsl2tirx | all: lift | 4 | +25.0 \[.*| +20.0 \[' "$T/out" || fail "ladder lift row (S +20)"
+grep -q '^| tirx2cutedsl | all: lift | 4 | -25.0 \[.*| -10.0 \[' "$T/out" || fail "ladder lift row (S -10)"
+grep -q '^| all directions | above | 3 | 33.3 \[6.1, 79.2\] | 0.0 \[0.0, 56.1\] | 66.7 | +171.4 \[' "$T/out" ||
+    fail "pooled standing 'above': T 1/3, H 0, ΔGM 20^(1/3)-1"
+grep -q '^| both directions | each.s reverse | all | helped | 2 | 0.0 \[[^]]*\] | 100.0 \[' "$T/out" ||
+    fail "reverse direction: the 2 helped comparisons are harmed in reverse"
+grep -q '^| tirx | placebo_tirx | solo_tirx | 4 | 25.0 \[[^]]*\] | 0.0 \[[^]]*\] | +3.2 \[' "$T/out" || fail "placebo row"
+grep -q '^| tirx | cutedsl2tirx_skill | placebo_tirx | 4 | 25.0 \[[^]]*\] | 50.0 \[[^]]*\] | +137.8 \[' "$T/out" ||
+    fail "skill against placebo row"
+grep -q '^| solo_cutedsl | 4 | 4 | .* | 4000 | 2000 | 400 | – | 750 |' "$T/out" ||
+    fail "usage of solo_cutedsl: 4000 in, 2000 cached, 400 out, cost unknown, 750 s"
+grep -qF "clipped to [1/16, 16]" "$T/out" || fail "the clip is not stated"
+if grep -q "PARTIAL" "$T/out"; then fail "a complete store is reported as partial"; fi
+ok "Markdown: transfer, ladders, standing, reverse, controls and usage match the hand computation"
+
+expect_rc 0 "report --by family" "$MKB" report --by family "$S/model-a"
+grep -q '^| tirx2cutedsl | attention | 2 | 2 | 50.0 \[[^]]*\] | 0.0 \[[^]]*\] | 50.0 | -25.0 \[' "$T/out" ||
+    fail "--by family: tirx2cutedsl/attention ΔGM -25.0"
+grep -q '^| tirx2cutedsl | mlp_norm | 2 | 2 | 0.0 \[[^]]*\] | 50.0 \[[^]]*\] | 50.0 | -75.0 \[' "$T/out" ||
+    fail "--by family: tirx2cutedsl/mlp_norm ΔGM -75.0"
+ok "--by family adds the family rows (-25% and -75% as computed by hand)"
+
+# ---- results.json ----
+expect_rc 0 "report --json" "$MKB" report --json "$S/model-a" "$S/model-b"
+cp "$T/out" "$T/ab.json"
+py '
+def c(s, name): return [x for x in d["stores"][s]["contrasts"] if x["name"] == name][0]
+def g(s, name, fam="all"): return [x for x in c(s, name)["groups"] if x["family"] == fam][0]
+close = lambda a, b: abs(a - b) < 1e-9
+assert close(g(0, "cutedsl2tirx")["dgm"]["value"], (400 / 11) ** 0.25 - 1)
+assert close(g(0, "tirx2cutedsl")["dgm"]["value"], 3 ** 0.5 / 4 - 1)
+assert close(g(1, "cutedsl2tirx")["dgm"]["value"], (2 / 3) ** 0.25 - 1)
+assert close(g(1, "tirx2cutedsl")["dgm"]["value"], 8 ** 0.25 - 1)
+assert g(0, "cutedsl2tirx")["dgm"]["clip"] == {"lo": 0.0625, "hi": 16.0}
+assert g(0, "cutedsl2tirx")["ladders"]["base"]["S"] == 55 and g(0, "cutedsl2tirx")["ladders"]["treat"]["S"] == 75
+sp = d["models"]["standing_pooled"]
+assert (sp["above"]["n"], sp["above"]["help"]["k"], sp["above"]["harm"]["k"]) == (5, 3, 0)
+assert (sp["same"]["n"], sp["same"]["help"]["k"], sp["same"]["harm"]["k"]) == (6, 3, 2)
+assert (sp["below"]["n"], sp["below"]["help"]["k"], sp["below"]["harm"]["k"]) == (5, 0, 1)
+assert close(sp["above"]["dgm"]["value"], 1280 ** 0.2 - 1)
+rows = {(r["model"], r["direction"]): r for r in d["models"]["rows"]}
+assert close(rows[("fixture/model-b", "cutedsl2tirx")]["help"]["value"], 0.5)
+assert rows[("fixture/model-b", "cutedsl2tirx")]["help"]["ci_boot"] is not None
+assert d["settings"]["bootstrap"]["resamples"] == 2000 and d["settings"]["bootstrap"]["seed"] == 1
+assert "dgm" in d["legend"] and "ci_boot" in d["legend"] and "R@0.5" in d["legend"]
+assert d["partial"] is False
+'
+ok "--json: ΔGM, ladders, pooled standing and the model table match the hand computation; legend present"
+
+expect_rc 0 "report --json --seed 2" "$MKB" report --json --seed 2 "$S/model-a" "$S/model-b"
+cmp -s "$T/out" "$T/ab.json" && fail "--seed 2 gave the same intervals as seed 1"
+expect_rc 0 "report --json again" "$MKB" report --json "$S/model-a" "$S/model-b"
+cmp -s "$T/out" "$T/ab.json" || fail "the same seed gave a different results.json"
+expect_rc 0 "report --json --bootstrap 0" "$MKB" report --json --bootstrap 0 "$S/model-a"
+py 'g = [x for x in d["stores"][0]["contrasts"] if x["name"] == "cutedsl2tirx"][0]["groups"][0]
+assert g["dgm"]["ci"] is None and g["help"]["ci_boot"] is None and g["help"]["ci_wilson"] is not None'
+ok "the bootstrap is seeded and reproducible; --bootstrap 0 leaves only the Wilson intervals"
+
+# ---- partial, malformed, duplicate ----
+expect_rc 0 "report partial" "$MKB" report "$S/partial"
+expect_out "**PARTIAL**" "report partial"
+expect_out "| tirx2cutedsl | all | 0 of 2 | 0 | – |" "report partial"
+expect_out "tirx2cutedsl_skill has no record (in flight or interrupted)" "report partial"
+expect_out "solo_cutedsl ended in error: agent: the chat endpoint returned HTTP 503" "report partial"
+expect_err "PARTIAL" "report partial"
+ok "a partial store gives a report marked PARTIAL with its unresolved cell-replicates and why"
+
+for c in "bad-json:is not valid JSON" "bad-passed:field 'verdict.passed' must be true or false" \
+    "no-speedup:field 'verdict.speedup'" "bad-coordinate:does not match the trial directory" \
+    "bad-arm:'solo-tirx' is not an arm" "two-states:exactly one of 'verdict', 'error' and 'skip'" \
+    "no-store-json:has no store.json" "store-format:store format 2"; do
+    name=${c%%:*}
+    says=${c#*:}
+    expect_rc 2 "report malformed/$name" "$MKB" report "$S/malformed/$name"
+    expect_err "$says" "report malformed/$name"
+    [[ ! -s "$T/out" ]] || fail "malformed/$name: something went to stdout"
+done
+expect_rc 2 "report a missing store" "$MKB" report "$S/no-such-store"
+expect_err "cannot open store" "report a missing store"
+expect_rc 2 "report one model twice" "$MKB" report "$S/model-a" "$S/model-a"
+expect_err "both hold model 'fixture/model-a'" "report one model twice"
+ok "malformed stores, a missing store and a repeated model are refused (exit 2) naming the cause"
+
+# ---- --out, figures, --sqlite ----
+have_gnuplot=0
+command -v gnuplot >/dev/null && have_gnuplot=1
+expect_rc 0 "report --out" "$MKB" report "$S/model-a" "$S/model-b" --out "$T/r1" --sqlite "$T/r1.sqlite"
+for f in results.json report.md report.tex report.html; do [[ -s "$T/r1/$f" ]] || fail "--out did not write $f"; done
+cmp -s "$T/r1/results.json" "$T/ab.json" || fail "--out results.json differs from --json"
+for n in paired_ratio standing ladders; do
+    for e in gp dat; do [[ -s "$T/r1/figures/$n.$e" ]] || fail "figures/$n.$e missing"; done
+done
+grep -c '\\begin{table}' "$T/r1/report.tex" | grep -qx "$(grep -c '\\end{table}' "$T/r1/report.tex")" ||
+    fail "report.tex: table environments do not balance"
+grep -qF '\toprule' "$T/r1/report.tex" || fail "report.tex has no booktabs table"
+grep -qF '$\Delta$GM' "$T/r1/report.tex" || fail "report.tex does not spell ΔGM for LaTeX"
+if grep -q '[^\\]_' <(grep -v '^%' "$T/r1/report.tex" | sed 's/\\_//g; s/tab:[a-z_]*-[0-9]*//g'); then
+    fail "report.tex has an unescaped underscore"
+fi
+ok "--out writes results.json (same as --json), report.md, report.tex (balanced, escaped), report.html"
+
+if [[ $have_gnuplot == 1 ]]; then
+    for n in paired_ratio standing ladders; do
+        [[ -s "$T/r1/figures/$n.svg" && -s "$T/r1/figures/$n.png" ]] || fail "figures/$n.svg or .png missing"
+        head -c 8 "$T/r1/figures/$n.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" || fail "$n.png is not a PNG"
+        grep -q "<svg" "$T/r1/figures/$n.svg" || fail "$n.svg is not SVG"
+        grep -qF "figures/$n.svg" "$T/r1/report.html" || fail "report.html does not embed $n.svg"
+        grep -qF "figures/$n.svg" "$T/r1/report.md" || fail "report.md does not link $n.svg"
+    done
+    grep -qF "fixture/model-a: cutedsl2tirx (n = 4 comparisons, 4 problems)" "$T/r1/figures/paired_ratio.svg" ||
+        fail "paired_ratio.svg: a panel title lacks its n"
+    grep -qF "above (n=5)" "$T/r1/figures/standing.svg" || fail "standing.svg: the pooled panel lacks 'above (n=5)'"
+    grep -qF "solo_tirx (n=4)" "$T/r1/figures/ladders.svg" || fail "ladders.svg: the legend lacks n"
+    # byte-stable: a second run gives the same bytes everywhere
+    expect_rc 0 "report --out again" "$MKB" report "$S/model-a" "$S/model-b" --out "$T/r2"
+    diff -r "$T/r1" "$T/r2" >/dev/null || fail "two runs differ: $(diff -rq "$T/r1" "$T/r2" | head -3)"
+    # rebuildable without mkb: gnuplot on the scripts beside the data gives the same files
+    mkdir "$T/rebuild"
+    cp "$T/r1/figures/"*.gp "$T/r1/figures/"*.dat "$T/rebuild/"
+    for n in paired_ratio standing ladders; do (cd "$T/rebuild" && gnuplot "$n.gp"); done
+    for n in paired_ratio standing ladders; do
+        for e in svg png; do cmp -s "$T/r1/figures/$n.$e" "$T/rebuild/$n.$e" || fail "$n.$e does not rebuild byte for byte"; done
+    done
+    ok "figures: SVG and PNG for each, n in titles, byte-stable across runs, rebuilt byte for byte by gnuplot alone"
+else
+    echo "skip: gnuplot is not installed; figure rendering not checked"
+fi
+
+# without gnuplot on PATH: scripts and data are still written, the report says so and embeds nothing
+expect_rc 0 "report --out without gnuplot" env PATH=/nonexistent "$MKB" report "$S/model-a" --out "$T/r3"
+expect_err "gnuplot is not installed" "report --out without gnuplot"
+[[ -s "$T/r3/figures/standing.gp" && ! -e "$T/r3/figures/standing.svg" ]] || fail "without gnuplot: scripts expected, no SVG"
+if grep -q "<img" "$T/r3/report.html"; then fail "without gnuplot the HTML still embeds figures"; fi
+expect_rc 0 "report --out --no-figures" "$MKB" report "$S/model-a" --out "$T/r4" --no-figures
+[[ ! -e "$T/r4/figures" ]] || fail "--no-figures wrote figures"
+ok "without gnuplot (or with --no-figures) the report is written without figures, and says so"
+
+python3 - "$T/r1.sqlite" <<'EOF' || fail "--sqlite: the database does not hold the fixture's records"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+q = lambda sql: db.execute(sql).fetchall()
+assert q("select count(*) from stores") == [(2,)], q("select * from stores")
+assert q("select count(*) from trials") == [(40,)]
+assert q("select count(*) from records") == [(40,)]
+assert q("select state, count(*) from trials where store_id = 1 group by state order by state") == [("skip", 2), ("verdict", 22)]
+# 2 + 3 whole lines, plus 1 whole line before a line cut short
+assert q("select count(*) from submissions") == [(6,)], q("select count(*) from submissions")
+assert q("select speedup, tier, value from records join trials using (trial_id) where coordinate = 'p02_r1_solo_tirx' and store_id = 1") == [(20.0, 5, 16.0)]
+assert q("select cost_usd from records join trials using (trial_id) where coordinate = 'p29_r1_solo_cutedsl'") == [(None,)]
+assert q("select outcome, count(*) from comparisons where store_id = 1 and contrast = 'cutedsl2tirx' group by outcome order by outcome") == [("harm", 1), ("help", 1), ("neutral", 2)]
+assert q("select standing from comparisons where store_id = 1 and contrast = 'tirx2cutedsl' and problem_id = 28") == [("below",)]
+assert q("select json_extract(record_json, '$.verdict.speedup') from records join trials using (trial_id) where coordinate = 'p01_r1_solo_tirx' and store_id = 1") == [(2.2,)]
+EOF
+ok "--sqlite loads stores, trials, records (with the JSON), submissions and comparisons"
