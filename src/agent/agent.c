@@ -609,7 +609,9 @@ static enum mkb_status run_command(struct run *r, const char *command, double ti
     r->res->commands++;
     o->ran = true;
     char tail[512];
-    if (x.timed_out && capped) {
+    if (x.timed_out && r->cfg->cancel && *r->cfg->cancel) {
+        snprintf(tail, sizeof tail, "[mkb] the command was stopped after %.1f s: the run was interrupted", x.wall_s);
+    } else if (x.timed_out && capped) {
         snprintf(tail, sizeof tail, "[mkb] the command was stopped after %.1f s: the attempt's time budget ran out",
                  x.wall_s);
         r->time_out = true;

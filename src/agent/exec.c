@@ -248,7 +248,7 @@ enum mkb_status mkb_local_exec(void *ctx, const char *command, double timeout_s,
     char buf[65536];
     for (;;) {
         double t = now_s();
-        if (!exited && t >= deadline) {
+        if (!exited && (t >= deadline || (sb->cancel && *sb->cancel))) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             killed = true;

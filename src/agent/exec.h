@@ -14,6 +14,7 @@
 #ifndef MKB_AGENT_EXEC_H
 #define MKB_AGENT_EXEC_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -49,6 +50,7 @@ struct mkb_local_sandbox {
     const char *const *env; /* extra NAME=value variables (NULL-terminated or NULL) */
     int64_t memory_bytes;   /* RLIMIT_AS for the command; 0 for none */
     int64_t file_bytes;     /* RLIMIT_FSIZE; 0 for none */
+    const volatile sig_atomic_t *cancel; /* when set, the command is killed at once; NULL for none */
 };
 
 /* exec for struct mkb_local_sandbox (ctx): bash -c in the workspace, in its own process group,

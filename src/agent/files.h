@@ -4,6 +4,8 @@
  * Paths are relative to the workspace, or absolute under the workspace as the sandbox shows it
  * (sandbox_ws). Every component is opened without following symbolic links and ".." is refused,
  * so a tool can neither leave the workspace nor be led out of it by a link the command side made.
+ * Run as root, new files and directories take the workspace directory's owner (the sandbox's
+ * unprivileged uid), so the agent's commands can change what its file tools wrote.
  * Failures are for the model: MKB_ERR_INVALID / MKB_ERR_NOT_FOUND with a message that says what
  * to do instead. It does not run commands (exec.h does).
  * Ownership: *out strings are malloc'ed; the caller frees them. */

@@ -12,9 +12,22 @@
 #ifndef MKB_AGENT_TRIAL_H
 #define MKB_AGENT_TRIAL_H
 
+#include <signal.h>
+
 #include "agent/agent.h"
 #include "core/status.h"
 #include "protocol/runner.h"
+#include "protocol/sandbox.h"
+
+/* A trial's sandbox as the agent's executor: `bash -c command` in a fresh sandbox over the
+ * workspace (mkb_sandbox_run), stopped at the timeout or as soon as *cancel is set, so an
+ * interrupted run does not wait for a long command. */
+struct mkb_agent_sandbox {
+    const struct mkb_sandbox *sandbox;
+    const volatile sig_atomic_t *cancel; /* NULL for none */
+};
+enum mkb_status mkb_agent_sandbox_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
+                                       struct mkb_exec_result *out);
 
 /* mkb_agent_fn for struct mkb_run_opts.agent_fn; ctx is a const struct mkb_agent_config * that
  * outlives the run. */

@@ -185,8 +185,6 @@ static json_t *group_of(json_t *contrast, const char *family) {
 
 #define NA "–"
 
-static const char *pct(struct doc *d, double x) { return isfinite(x) ? fmt(d, "%.1f", 100 * x) : NA; }
-
 static const char *ci_text(struct doc *d, json_t *ci, double scale, int sign) {
     if (!json_is_object(ci)) return "";
     double lo = real(ci, "lo") * scale, hi = real(ci, "hi") * scale;
@@ -251,7 +249,7 @@ static const char *label_of(struct doc *d, json_t *c) {
 
 static void transfer_table(struct doc *d, json_t *store, enum mkb_report_by by) {
     static const char *head[] = {"direction", "family", ">n", ">problems", ">T % [95% CI]", ">H % [95% CI]",
-                                 ">neutral %", ">ΔGM % [95% CI]", ">sign p", ">Wilcoxon p", ">McNemar lost/gained (p)"};
+                                 ">neutral % [95% CI]", ">ΔGM % [95% CI]", ">sign p", ">Wilcoxon p", ">McNemar lost/gained (p)"};
     struct table *t = table(
         d, "transfer",
         fmt(d, "Transfer to the target solo. T and H: share of comparisons whose skill attempt is a tier above / below "
@@ -271,7 +269,7 @@ static void transfer_table(struct doc *d, json_t *store, enum mkb_report_by by) 
             json_t *g = group_of(c, fam);
             if (!g) continue;
             row(d, t, label_of(d, c), fam, count_of(d, g), fmt(d, "%lld", integer(g, "n_problems")),
-                rate(d, get(g, "help"), "ci_boot"), rate(d, get(g, "harm"), "ci_boot"), pct(d, real(g, "neutral/value")),
+                rate(d, get(g, "help"), "ci_boot"), rate(d, get(g, "harm"), "ci_boot"), rate(d, get(g, "neutral"), "ci_wilson"),
                 signed_pct(d, get(g, "dgm"), 100), pval(d, g, "tests/sign/p"), pval(d, g, "tests/wilcoxon/p"),
                 fmt(d, "%lld/%lld (%s)", integer(g, "tests/mcnemar/lost"), integer(g, "tests/mcnemar/gained"),
                     pval(d, g, "tests/mcnemar/p_exact")));
@@ -338,12 +336,12 @@ static void standing_rows(struct doc *d, struct table *t, const char *label, jso
         json_t *x = get(standing, names[s]);
         if (!x) continue;
         row(d, t, label, names[s], fmt(d, "%lld", integer(x, "n")), rate(d, get(x, "help"), "ci_wilson"),
-            rate(d, get(x, "harm"), "ci_wilson"), pct(d, real(x, "neutral/value")), signed_pct(d, get(x, "dgm"), 100));
+            rate(d, get(x, "harm"), "ci_wilson"), rate(d, get(x, "neutral"), "ci_wilson"), signed_pct(d, get(x, "dgm"), 100));
     }
 }
 
 static const char *const standing_head[] = {"", "source vs solo", ">n", ">T % [95% CI]", ">H % [95% CI]",
-                                            ">neutral %", ">ΔGM % [95% CI]"};
+                                            ">neutral % [95% CI]", ">ΔGM % [95% CI]"};
 
 static void standing_table(struct doc *d, json_t *store) {
     const char *head[7];
@@ -527,7 +525,7 @@ static void store_section(struct doc *d, json_t *store, const struct mkb_report_
 static void models_section(struct doc *d, json_t *models) {
     heading(d, 2, "Comparison across models");
     static const char *head[] = {"model", "direction", ">n", ">problems", ">T % [95% CI]", ">ΔGM % [95% CI]",
-                                 ">H % [95% CI]", ">neutral %"};
+                                 ">H % [95% CI]", ">neutral % [95% CI]"};
     struct table *t = table(
         d, "models",
         fmt(d, "Cross-DSL skill transfer against the target variant's solo attempts, per model and direction: help "
@@ -541,7 +539,7 @@ static void models_section(struct doc *d, json_t *models) {
         const char *dir = str(r, "direction");
         row(d, t, str(r, "model"), !strcmp(dir, "all_directions") ? "all directions" : dir,
             fmt(d, "%lld", integer(r, "n")), fmt(d, "%lld", integer(r, "n_problems")), rate(d, get(r, "help"), "ci_boot"),
-            signed_pct(d, get(r, "dgm"), 100), rate(d, get(r, "harm"), "ci_boot"), pct(d, real(r, "neutral/value")));
+            signed_pct(d, get(r, "dgm"), 100), rate(d, get(r, "harm"), "ci_boot"), rate(d, get(r, "neutral"), "ci_wilson"));
     }
     const char *head2[7];
     memcpy(head2, standing_head, sizeof head2);

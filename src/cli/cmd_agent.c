@@ -17,6 +17,7 @@
 #include "agent/chat.h"
 #include "agent/options.h"
 #include "agent/transcript.h"
+#include "agent/trial.h"
 #include "cli/cli.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -207,13 +208,14 @@ int cmd_agent(int argc, char **argv) {
         }
     }
     struct mkb_sandbox sb = {.workspace = wsabs};
-    struct mkb_local_sandbox direct = {.workspace = wsabs};
+    struct mkb_agent_sandbox asb = {.sandbox = &sb, .cancel = &cancelled};
+    struct mkb_local_sandbox direct = {.workspace = wsabs, .cancel = &cancelled};
     struct mkb_agent_host host = {0};
     char describe[4200];
     if (st == MKB_OK && sandboxed) {
         st = mkb_sandbox_check(NULL, false);
-        host.exec.exec = mkb_sandbox_exec;
-        host.exec.ctx = &sb;
+        host.exec.exec = mkb_agent_sandbox_exec;
+        host.exec.ctx = &asb;
         snprintf(describe, sizeof describe, "bubblewrap sandbox, %s at " MKB_SANDBOX_WORKSPACE, wsabs);
     } else {
         host.exec.exec = mkb_local_exec;

@@ -29,7 +29,7 @@
 static const char *const env_usage =
     "usage: mkb env list [--json] [--dir ROOT]\n"
     "       mkb env create --dsl D [--dir ROOT] [--python PY] [--wheelhouse DIR] [--dry-run]\n"
-    "       mkb env check --dsl D [--dir ROOT] [--python PY] [--json]\n"
+    "       mkb env check --dsl D [--dir ROOT] [--python PY] [--site DIR] [--json]\n"
     "\n"
     "Create and check the pinned Python environments the DSLs are graded in. An environment is a\n"
     "virtual environment ROOT/<dsl> made with --system-site-packages from PY (default python3), so\n"
@@ -44,6 +44,7 @@ static const char *const env_usage =
     "                    $XDG_DATA_HOME/mkb/envs, else ~/.local/share/mkb/envs)\n"
     "  --python PY       the base interpreter for create, or the interpreter to check\n"
     "  --wheelhouse DIR  install from the wheels in DIR only\n"
+    "  --site DIR        check: also use the packages in DIR (wheels unpacked with pip --target)\n"
     "  --dry-run         print the commands create would run, run nothing\n"
     "  --json            machine-readable output\n"
     "  -h, --help        this help\n";
@@ -67,7 +68,7 @@ static int run_cmd(const char *const *argv, bool dry) {
 }
 
 /* import the DSL's modules and its needs, print versions as JSON on one line */
-static int check_env(const struct mkb_dsl_env *e, const char *python, bool json) {
+static int check_env(const struct mkb_dsl_env *e, const char *python, const char *site, bool json) {
     /* the module list: needs, then the preload list */
     char list[1024] = "[";
     size_t used = 1;
@@ -76,9 +77,13 @@ static int check_env(const struct mkb_dsl_env *e, const char *python, bool json)
     for (int i = 0; i < MKB_DSL_MAX_LIST && e->preload[i]; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "'%s', ", e->preload[i]);
     snprintf(list + used, sizeof list - used, "]");
-    char full[8192];
+    char sites[PATH_MAX + 8] = "[]";
+    if (site && !strchr(site, '\'')) snprintf(sites, sizeof sites, "['%s']", site);
+    char full[8192 + PATH_MAX];
     snprintf(full, sizeof full,
-             "import importlib, json, sys\n"
+             "import importlib, json, site, sys\n"
+             "for d in %s:\n"
+             "    site.addsitedir(d)\n"
              "out = {'python': sys.version.split()[0], 'modules': {}, 'missing': []}\n"
              "for m in %s:\n"
              "    try:\n"
@@ -88,7 +93,7 @@ static int check_env(const struct mkb_dsl_env *e, const char *python, bool json)
              "        out['missing'].append(m + ': ' + type(exc).__name__ + ': ' + str(exc)[:200])\n"
              "print(json.dumps(out, sort_keys=True))\n"
              "sys.exit(1 if out['missing'] else 0)\n",
-             list);
+             sites, list);
     if (!json) printf("checking %s with %s\n", e->name, python);
     fflush(stdout);
     const char *argv[] = {python, "-c", full, NULL};
@@ -111,6 +116,7 @@ int cmd_env(int argc, char **argv) {
         {"dsl", required_argument, NULL, 'd'},        {"dir", required_argument, NULL, 'r'},
         {"python", required_argument, NULL, 'y'},     {"wheelhouse", required_argument, NULL, 'w'},
         {"dry-run", no_argument, NULL, 'n'},          {"json", no_argument, NULL, 'j'},
+        {"site", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},             {0, 0, 0, 0},
     };
     if (mkb_cli_wants_help(argc, argv)) {
@@ -119,7 +125,7 @@ int cmd_env(int argc, char **argv) {
     }
     if (argc < 2) return mkb_cli_usage("env", "which action? list, create or check");
     const char *action = argv[1];
-    const char *dsl = NULL, *dir = NULL, *python = NULL, *wheelhouse = NULL;
+    const char *dsl = NULL, *dir = NULL, *python = NULL, *wheelhouse = NULL, *site = NULL;
     bool dry = false, json = false;
     int ch;
     optind = 2;
@@ -130,6 +136,7 @@ int cmd_env(int argc, char **argv) {
         case 'r': dir = optarg; break;
         case 'y': python = optarg; break;
         case 'w': wheelhouse = optarg; break;
+        case 's': site = optarg; break;
         case 'n': dry = true; break;
         case 'j': json = true; break;
         case 'h': fputs(env_usage, stdout); return 0;
@@ -176,7 +183,7 @@ int cmd_env(int argc, char **argv) {
         snprintf(envpy, sizeof envpy, "%s/bin/python", envdir) >= (int)sizeof envpy)
         return mkb_cli_usage("env", "the environment directory name is too long");
 
-    if (!strcmp(action, "check")) return check_env(e, python ? python : envpy, json);
+    if (!strcmp(action, "check")) return check_env(e, python ? python : envpy, site, json);
     if (strcmp(action, "create")) return mkb_cli_usage("env", "unknown action '%s' (list, create, check)", action);
 
     if (wheelhouse && !dry) {
@@ -213,7 +220,7 @@ int cmd_env(int argc, char **argv) {
         return mkb_cli_fail("env", mkb_error(MKB_ERR_IO, "installing %s's pins failed (exit %d)%s", dsl, rc,
                                              wheelhouse ? "; is every pinned wheel in the wheelhouse?" : ""));
     if (dry) return 0;
-    rc = check_env(e, envpy, json);
+    rc = check_env(e, envpy, NULL, json);
     if (rc != 0)
         fprintf(stderr, "mkb env: the environment was created but misses modules (see above); the base "
                         "interpreter must provide torch, numpy and cuda-bindings\n");

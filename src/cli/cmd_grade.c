@@ -45,6 +45,8 @@ static const char *const grade_usage =
     "  --timeout S       the limit for the kernel's whole evaluation in seconds (default 600)\n"
     "  --out FILE        also write the verdict JSON to FILE (the kernel cannot read it)\n"
     "  --no-baseline     skip timing the eager baseline (no speedup then)\n"
+    "  --preload WHAT    what the grader imports before the kernel: all (default: torch and the DSL),\n"
+    "                    torch (checks of the grader without the DSL), none (= --no-preload: no torch)\n"
     "  --keep            keep the grade's private directory (logs) and print its path\n"
     "  -h, --help        this help\n"
     "\n"
@@ -59,6 +61,7 @@ int cmd_grade(int argc, char **argv) {
         {"timeout", required_argument, NULL, 't'}, {"out", required_argument, NULL, 'o'},
         {"no-baseline", no_argument, NULL, 'B'},   {"keep", no_argument, NULL, 'k'},
         {"no-preload", no_argument, NULL, 'P'},    {"help", no_argument, NULL, 'h'},
+        {"preload", required_argument, NULL, 'L'},
         {0, 0, 0, 0},
     };
     if (mkb_cli_wants_help(argc, argv)) {
@@ -101,7 +104,12 @@ int cmd_grade(int argc, char **argv) {
         case 'o': out = optarg; break;
         case 'B': o.no_baseline = true; break;
         case 'k': o.keep_workdir = true; break;
-        case 'P': o.no_preload = true; break; /* CPU tests: no torch in the interpreter */
+        case 'P': o.preload = "none"; break; /* CPU tests: no torch in the interpreter */
+        case 'L':
+            if (strcmp(optarg, "all") && strcmp(optarg, "torch") && strcmp(optarg, "none"))
+                return mkb_cli_usage("grade", "--preload must be all, torch or none, not '%s'", optarg);
+            o.preload = optarg;
+            break;
         case 'h': fputs(grade_usage, stdout); return 0;
         case ':': return mkb_cli_usage("grade", "option '%s' needs a value", argv[optind - 1]);
         default: return mkb_cli_usage("grade", "unknown option '%s'", argv[optind - 1]);

@@ -1,7 +1,7 @@
 /* mkb run: converge a model's trials (DESIGN §8). Select problems, replicates and arms; build
  * their tasks; plan against the model's store (RUN / RERUN / STALE / REUSE); with --dry-run print
  * the plan and stop; otherwise check the grader and the sandbox, lock the store, run what the
- * plan marks (agents through --agent-cmd, in bubblewrap, with the submission mailbox), and write
+ * plan marks (the built-in agent, or --agent-cmd; in bubblewrap, with the submission mailbox), and write
  * records and results.json as trials finish. Several partial runs equal one full run.
  *
  * It does not compute metrics (mkb report) and does not grade by itself: grading goes through
@@ -17,15 +17,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/options.h"
+#include "agent/trial.h"
 #include "cli/cli.h"
 #include "core/json.h"
 #include "protocol/dsl.h"
+#include "protocol/files.h"
 #include "protocol/grader.h"
 #include "protocol/plan.h"
 #include "protocol/runner.h"
 #include "protocol/sandbox.h"
 #include "protocol/select.h"
 #include "protocol/store.h"
+#include "protocol/strbuf.h"
 #include "protocol/task.h"
 
 static const char *const run_usage =
@@ -52,8 +56,9 @@ static const char *const run_usage =
     "  --json              print the plan (--dry-run) or the run's summary as JSON\n"
     "\n"
     "agent and budget:\n"
-    "  --agent-cmd CMD     the agent, run with /bin/sh -c CMD inside the sandbox (docs/agent-interface.md\n"
-    "                      lists what it gets); required unless --dry-run\n"
+    "  --agent-cmd CMD     an external agent, run with /bin/sh -c CMD inside the sandbox\n"
+    "                      (docs/agent-interface.md lists what it gets); default: the built-in agent,\n"
+    "                      which calls the model named by --model from mkb (options below)\n"
     "  --wall-minutes M    wall clock per attempt, waits included (default 40)\n"
     "  --submissions N     graded GPU submissions per attempt (default 10)\n"
     "  --n-concurrent N    trials at once (default 4)\n"
@@ -77,7 +82,9 @@ static const char *const run_usage =
     "                      find it first on their PATH, and it checks submissions' syntax (default: the\n"
     "                      one each DSL is graded with: $MKB_PYTHON, the 'mkb env' environment, python3)\n"
     "  --progress MODE     auto (default), tty (a live view) or lines (one line per event)\n"
-    "  -h, --help          this help\n";
+    "  -h, --help          this help\n"
+    "\n"
+    "the built-in agent (unless --agent-cmd; docs/agent.md):\n";
 
 static void on_signal(int sig) {
     (void)sig;
@@ -149,10 +156,11 @@ int cmd_run(int argc, char **argv) {
         {"results-dir", required_argument, NULL, 'o'}, {"build-dir", required_argument, NULL, 'b'},
         {"source-dir", required_argument, NULL, 's'},  {"python", required_argument, NULL, 'y'},
         {"progress", required_argument, NULL, 'P'},    {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0},
+        MKB_AGENT_LONG_OPTIONS,                        {0, 0, 0, 0},
     };
     if (mkb_cli_wants_help(argc, argv)) {
         fputs(run_usage, stdout);
+        fputs(mkb_agent_options_help, stdout);
         return 0;
     }
     const char *model = NULL, *agent_cmd = NULL, *problems = NULL, *categories = NULL, *trials = NULL,
@@ -162,10 +170,22 @@ int cmd_run(int argc, char **argv) {
     double wall_minutes = 40;
     bool controls = false, rerun_stale = false, dry = false, json = false, network = false, keep = false;
     struct strlist agent_env = {0}, ro = {0};
+    struct mkb_agent_cli acli; /* the built-in agent's options */
+    struct mkb_agent_config acfg;
+    memset(&acfg, 0, sizeof acfg);
+    mkb_agent_cli_init(&acli);
     int ch;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (mkb_agent_is_option(ch)) {
+            enum mkb_status as = mkb_agent_option(&acli, ch, optarg);
+            if (as != MKB_OK) {
+                mkb_agent_cli_release(&acli);
+                return as == MKB_ERR_INVALID ? mkb_cli_usage("run", "%s", mkb_error_message()) : mkb_cli_fail("run", as);
+            }
+            continue;
+        }
         switch (ch) {
         case 'm': model = optarg; break;
         case 'a': agent_cmd = optarg; break;
@@ -220,14 +240,17 @@ int cmd_run(int argc, char **argv) {
                 return mkb_cli_usage("run", "--progress must be auto, tty or lines, not '%s'", optarg);
             progress = optarg;
             break;
-        case 'h': fputs(run_usage, stdout); return 0;
+        case 'h':
+            fputs(run_usage, stdout);
+            fputs(mkb_agent_options_help, stdout);
+            return 0;
         case ':': return mkb_cli_usage("run", "option '%s' needs a value", argv[optind - 1]);
         default: return mkb_cli_usage("run", "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return mkb_cli_usage("run", "unexpected argument '%s'", argv[optind]);
     if (!model || !*model) return mkb_cli_usage("run", "which model? give --model ID");
-    if (!dry && (!agent_cmd || !*agent_cmd)) return mkb_cli_usage("run", "which agent? give --agent-cmd CMD (or --dry-run)");
+    if (agent_cmd && !*agent_cmd) return mkb_cli_usage("run", "--agent-cmd is empty");
 
     int rc = 0;
     enum mkb_status s;
@@ -317,7 +340,17 @@ int cmd_run(int argc, char **argv) {
         if (plan.n_run > 0) s = mkb_grader_check(&grader);
     }
     if (s == MKB_OK && plan.n_run > 0) s = mkb_sandbox_check(bwrap, network);
+    /* the built-in agent: resolve the provider and key, and make sure the model answers before any
+     * trial starts (a rejected key or an unknown model stops here, not in every trial) */
+    if (s == MKB_OK && !agent_cmd && plan.n_run > 0) s = mkb_agent_cli_config(&acli, model, &acfg);
+    if (s == MKB_OK && !agent_cmd && plan.n_run > 0) s = mkb_agent_check(&acfg);
     if (s == MKB_OK) s = mkb_store_lock(&store);
+    if (s == MKB_OK) {
+        /* workspaces left by a run that was killed: nothing else writes this store now */
+        char work[PATH_MAX];
+        s = mkb_pathf(work, sizeof work, "%s/.work", store.dir);
+        if (s == MKB_OK) s = mkb_rmtree(work);
+    }
     if (s != MKB_OK) {
         rc = mkb_cli_fail("run", s);
         goto done;
@@ -364,6 +397,9 @@ int cmd_run(int argc, char **argv) {
     sigaction(SIGTERM, &sa, &old_term);
     struct mkb_run_opts ro_opts = {
         .agent_cmd = agent_cmd,
+        .agent_fn = agent_cmd ? NULL : mkb_agent_trial,
+        .agent_ctx = &acfg,
+        .agent_name = "builtin",
         .budget = pin.budget,
         .n_concurrent = n_conc,
         .python = python,
@@ -426,5 +462,6 @@ done:
     mkb_split_free(globs);
     free(agent_env.v);
     free(ro.v);
+    mkb_agent_cli_release(&acli);
     return rc;
 }

@@ -67,12 +67,33 @@ static enum mkb_status transcripts_in(const char *dir, char *agent, char *runner
     return MKB_OK;
 }
 
-/* Merge two event lists, each in time order, into one (new reference). */
+/* The "t" of the first start event of a list, or -1. */
+static double start_t(const json_t *events) {
+    size_t i;
+    const json_t *e;
+    json_array_foreach(events, i, e) {
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (type && !strcmp(type, "start")) return json_number_value(json_object_get(e, "t"));
+    }
+    return -1;
+}
+
+/* Merge the agent's events (a) and the runner's (b), each in time order, into one list (new
+ * reference). The two count time from slightly different moments (the runner from the trial's
+ * start, the agent from the attempt's), so the agent's times are shifted to make the two start
+ * events coincide: the runner writes its own just before it starts the agent. */
 static json_t *merge(json_t *a, json_t *b) {
+    double ta = start_t(a), tb = start_t(b);
+    if (ta >= 0 && tb >= 0) {
+        size_t k;
+        json_t *e;
+        json_array_foreach(a, k, e) json_object_set_new(e, "t", json_real(json_number_value(json_object_get(e, "t")) + tb - ta));
+    }
     json_t *m = json_array();
     size_t i = 0, j = 0, na = json_array_size(a), nb = json_array_size(b);
     while (m && (i < na || j < nb)) {
-        if (j >= nb || (i < na && json_number_value(json_object_get(json_array_get(a, i), "t")) <=
+        /* on a tie the runner's event goes first (its start precedes the agent's) */
+        if (j >= nb || (i < na && json_number_value(json_object_get(json_array_get(a, i), "t")) <
                                       json_number_value(json_object_get(json_array_get(b, j), "t"))))
             json_array_append(m, json_array_get(a, i++));
         else

@@ -411,12 +411,12 @@ enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) 
         char hex[2 * MKB_AUTH_KEY_BYTES + 1];
         s = mkb_auth_key_new(key);
         mkb_auth_hex(key, MKB_AUTH_KEY_BYTES, hex);
-        json_t *a = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:b}", "key",
+        json_t *a = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:s}", "key",
                               hex, "role", "candidate", "mode", o->import_only ? "import" : "full", "problem",
                               o->problem->name, "dsl", o->dsl, "dsl_title", dsl->title, "scale",
                               o->scale == MKB_SCALE_TEST ? "test" : "full", "kernel", kpath, "workdir", workdir,
                               "python", python, "seeds", seeds_j, "sites", sites, "grader_dirs", gdirs, "protected",
-                              prot, "preload", !o->no_preload);
+                              prot, "preload", o->preload ? o->preload : "all");
         if (s == MKB_OK) s = run_child(exe, workdir, a, key, timeout, "candidate.log", &cr);
         json_decref(a);
         explicit_bzero(hex, sizeof hex);

@@ -35,7 +35,8 @@ struct mkb_grade_opts {
     int nsites;
     enum mkb_scale scale;    /* MKB_SCALE_FULL for verdicts */
     bool import_only;        /* import the kernel under the rules and stop (no GPU needed) */
-    bool no_preload;         /* do not import torch and the DSL first (CPU tests only) */
+    const char *preload;     /* what the child imports before the kernel: "all" (NULL: torch and
+                                the DSL), "torch" (checks without the DSL), "none" (CPU tests) */
     bool no_baseline;        /* skip the eager baseline */
     double timeout_s;        /* 0: MKB_GRADE_TIMEOUT_S */
     const char *child_path;  /* NULL: $MKB_GRADE_CHILD, else next to the mkb executable */

@@ -77,7 +77,7 @@ static bool read_some(int fd, char *buf, size_t want, size_t *got, double deadli
 }
 
 static void reply(int fd, json_t *j) {
-    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(10));
     json_decref(j);
     if (!s) return;
     size_t n = strlen(s);

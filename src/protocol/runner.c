@@ -628,7 +628,8 @@ static void run_trial(struct trial *tr) {
     json_t *rec = record_base(tr, started);
     set_stamps(rec, tr, &skill);
     bool passed = json_is_true(json_object_get(verdict, "passed"));
-    json_t *sp = json_object_get(verdict, "speedup");
+    json_t *spj = json_object_get(verdict, "speedup");
+    double speedup = json_is_number(spj) ? json_number_value(spj) : NAN;
     json_object_set_new(rec, "verdict", verdict);
     json_object_set_new(rec, "usage", usage);
     json_object_set_new(rec, "final", final);
@@ -649,9 +650,9 @@ static void run_trial(struct trial *tr) {
         mkb_error_clear();
     } else {
         tr->outcome = passed ? O_PASSED : O_FAILED;
-        if (passed && json_is_number(sp))
-            mkb_fmt(tr->line, sizeof tr->line, "passed, speedup %.3g (%lld submission%s, %.0f s)%s",
-                    json_number_value(sp), (long long)a.used, a.used == 1 ? "" : "s", a.agent_s,
+        if (passed && isfinite(speedup))
+            mkb_fmt(tr->line, sizeof tr->line, "passed, speedup %.3g (%lld submission%s, %.0f s)%s", speedup,
+                    (long long)a.used, a.used == 1 ? "" : "s", a.agent_s,
                     sbytes < 0 && t->arm_info.kind == MKB_ARM_SOLO ? "; no SKILL.md" : "");
         else
             mkb_fmt(tr->line, sizeof tr->line, "not passed (%lld submission%s, %.0f s)%s", (long long)a.used,

@@ -1,6 +1,7 @@
 /* The bubblewrap trial sandbox (see sandbox.h). */
 #include "protocol/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -15,6 +16,9 @@
 #define DEFAULT_TMP_BYTES (1LL << 30)
 #define DEFAULT_FILE_LIMIT (8LL << 30)
 #define MAX_ARGS 512
+#define SETPRIV "/usr/bin/setpriv"
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* The /etc entries a toolchain needs (loader cache, users, certificates, locale, time, DNS);
  * the rest of /etc (shadow files, host keys, credentials) stays outside. */
@@ -63,6 +67,25 @@ static const char *keep(struct args *a, const char *fmt, ...) {
     return s;
 }
 
+/* Make the ancestors of dst (an absolute path inside) that bubblewrap would otherwise create
+ * as 0700 directories: mode 0755, so the unprivileged uid can reach what is bound below. */
+static void ensure_parents(struct args *a, const char *dst) {
+    char buf[PATH_MAX];
+    if ((size_t)snprintf(buf, sizeof buf, "%s", dst) >= sizeof buf) {
+        a->overflow = true;
+        return;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        arg(a, "--perms");
+        arg(a, "0755");
+        arg(a, "--dir");
+        arg(a, keep(a, "%s", buf));
+        *p = '/';
+    }
+}
+
 /* Is path (canonical) equal to or below root (canonical)? Returns the rest after root or NULL. */
 static const char *under(const char *path, const char *root) {
     size_t n = strlen(root);
@@ -75,9 +98,29 @@ static const char *under(const char *path, const char *root) {
 /* The bwrap argument list for sb (without the command). Strings live in a. */
 static enum mkb_status build_args(const struct mkb_sandbox *sb, const char *bwrap_path, struct args *a,
                                   const char *const *cmd_env) {
+    bool root = geteuid() == 0;
     arg(a, bwrap_path);
-    arg(a, "--unshare-all");
-    if (sb->network) arg(a, "--share-net");
+    if (root) {
+        /* bubblewrap run by root keeps the host's uid 0 inside any user namespace it makes, and
+           uid 0 may write root-owned host files that are not behind a read-only mount (sysctls
+           under /proc/sys). So: no user namespace, every capability dropped but the three that
+           setpriv needs to become MKB_SANDBOX_UID for good (see the end of the argument list). */
+        arg(a, "--unshare-ipc");
+        arg(a, "--unshare-pid");
+        arg(a, "--unshare-uts");
+        arg(a, "--unshare-cgroup-try");
+        if (!sb->network) arg(a, "--unshare-net");
+        arg(a, "--cap-drop");
+        arg(a, "ALL");
+        static const char *const keep_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
+        for (int i = 0; i < 3; i++) {
+            arg(a, "--cap-add");
+            arg(a, keep_caps[i]);
+        }
+    } else {
+        arg(a, "--unshare-all");
+        if (sb->network) arg(a, "--share-net");
+    }
     arg(a, "--die-with-parent");
     arg(a, "--new-session");
     arg(a, "--hostname");
@@ -102,6 +145,10 @@ static enum mkb_status build_args(const struct mkb_sandbox *sb, const char *bwra
             arg(a, root_dirs[i]);
         }
     }
+    arg(a, "--perms");
+    arg(a, "0755");
+    arg(a, "--dir");
+    arg(a, "/etc");
     for (int i = 0; etc_entries[i]; i++) {
         const char *p = keep(a, "/etc/%s", etc_entries[i]);
         arg(a, "--ro-bind-try");
@@ -112,16 +159,21 @@ static enum mkb_status build_args(const struct mkb_sandbox *sb, const char *bwra
     arg(a, "/proc");
     arg(a, "--dev");
     arg(a, "/dev");
+    arg(a, "--perms");
+    arg(a, "1777");
     arg(a, "--size");
     arg(a, keep(a, "%lld", (long long)(sb->tmp_bytes > 0 ? sb->tmp_bytes : DEFAULT_TMP_BYTES)));
     arg(a, "--tmpfs");
     arg(a, "/tmp");
+    arg(a, "--perms");
+    arg(a, "0777");
     arg(a, "--dir");
     arg(a, "/tmp/home");
     if (!sb->workspace) return mkb_error(MKB_ERR_INTERNAL, "a sandbox needs a workspace");
     struct stat st;
     if (stat(sb->workspace, &st) != 0 || !S_ISDIR(st.st_mode))
         return mkb_error(MKB_ERR_NOT_FOUND, "the sandbox workspace '%s' is not a directory", sb->workspace);
+    ensure_parents(a, MKB_SANDBOX_WORKSPACE);
     arg(a, "--bind");
     arg(a, sb->workspace);
     arg(a, MKB_SANDBOX_WORKSPACE);
@@ -134,9 +186,12 @@ static enum mkb_status build_args(const struct mkb_sandbox *sb, const char *bwra
         const struct mkb_sandbox_bind *b = &sb->ro[i];
         if (lstat(b->host, &st) != 0)
             return mkb_error(MKB_ERR_NOT_FOUND, "cannot bind '%s' into the sandbox: %s", b->host, strerror(errno));
+        const char *dst = b->inside ? b->inside : b->host;
+        if (dst[0] != '/') return mkb_error(MKB_ERR_INVALID, "sandbox path '%s' is not absolute", dst);
+        ensure_parents(a, dst);
         arg(a, "--ro-bind");
         arg(a, b->host);
-        arg(a, b->inside ? b->inside : b->host);
+        arg(a, dst);
         if (nc < 64 && realpath(b->host, canon[nc])) inside[nc++] = b->inside ? b->inside : b->host;
     }
     /* the system trees are bound at their own paths */
@@ -173,6 +228,9 @@ static enum mkb_status build_args(const struct mkb_sandbox *sb, const char *bwra
             }
         }
     }
+    /* the skeleton bubblewrap made for the mounts above is read-only too */
+    arg(a, "--remount-ro");
+    arg(a, "/");
     arg(a, "--chdir");
     arg(a, MKB_SANDBOX_WORKSPACE);
     arg(a, "--clearenv");
@@ -196,8 +254,49 @@ static enum mkb_status build_args(const struct mkb_sandbox *sb, const char *bwra
             arg(a, keep(a, "%.*s", (int)(eq - lists[l][i]), lists[l][i]));
             arg(a, eq + 1);
         }
+    arg(a, "--");
+    if (root) {
+        struct stat sp;
+        if (stat(SETPRIV, &sp) != 0)
+            return mkb_error(MKB_ERR_UNSUPPORTED, "cannot sandbox as root without %s (util-linux) to drop to uid %d",
+                             SETPRIV, MKB_SANDBOX_UID);
+        static const char *const drop[] = {SETPRIV, "--reuid=" STR(MKB_SANDBOX_UID), "--regid=" STR(MKB_SANDBOX_UID),
+                                           "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
+                                           "--no-new-privs", "--", NULL};
+        for (int i = 0; drop[i]; i++) arg(a, drop[i]);
+    }
     if (a->overflow) return mkb_error(MKB_ERR_INVALID, "the sandbox has too many bindings or variables");
     return MKB_OK;
+}
+
+/* Running as root, the sandbox's processes are MKB_SANDBOX_UID: the workspace becomes theirs
+ * (everything in it, once, when its top directory is not theirs yet). */
+static enum mkb_status own_workspace(const char *path, bool top) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return mkb_error(MKB_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    if (top && st.st_uid == MKB_SANDBOX_UID) return MKB_OK;
+    if (lchown(path, MKB_SANDBOX_UID, MKB_SANDBOX_UID) != 0)
+        return mkb_error(MKB_ERR_IO, "cannot hand '%s' to the sandbox's uid %d: %s", path, MKB_SANDBOX_UID,
+                         strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return MKB_OK;
+    /* bubblewrap enters it before it drops to that uid, without the capability to bypass modes */
+    if (top && chmod(path, (st.st_mode & 07777) | 0711) != 0)
+        return mkb_error(MKB_ERR_IO, "cannot open up '%s' to the sandbox: %s", path, strerror(errno));
+    DIR *d = opendir(path);
+    if (!d) return mkb_error(MKB_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct dirent *e;
+    enum mkb_status s = MKB_OK;
+    while (s == MKB_OK && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char child[PATH_MAX];
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child) {
+            s = mkb_error(MKB_ERR_INVALID, "path too long under '%s'", path);
+            break;
+        }
+        s = own_workspace(child, false);
+    }
+    closedir(d);
+    return s;
 }
 
 enum mkb_status mkb_sandbox_run(const struct mkb_sandbox *sb, const struct mkb_sandbox_cmd *cmd,
@@ -210,9 +309,9 @@ enum mkb_status mkb_sandbox_run(const struct mkb_sandbox *sb, const struct mkb_s
                          sb->bwrap ? sb->bwrap : "bwrap", mkb_error_message());
     struct args *a = calloc(1, sizeof *a);
     if (!a) return mkb_error(MKB_ERR_NOMEM, "out of memory for the sandbox arguments");
-    s = build_args(sb, bwrap, a, cmd->env);
+    if (geteuid() == 0 && sb->workspace) s = own_workspace(sb->workspace, true);
+    if (s == MKB_OK) s = build_args(sb, bwrap, a, cmd->env);
     if (s == MKB_OK) {
-        arg(a, "--");
         for (int i = 0; cmd->argv[i]; i++) arg(a, cmd->argv[i]);
         if (a->overflow) s = mkb_error(MKB_ERR_INVALID, "the sandboxed command has too many arguments");
     }

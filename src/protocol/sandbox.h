@@ -12,8 +12,11 @@
  * Paths in sb->hide that lie inside something bound are masked (an empty tmpfs over a directory,
  * /dev/null over a file), so a broad binding such as $HOME cannot expose the result store, the
  * task builds or the grader.
- * Namespaces: user (where the kernel allows it), pid, ipc, uts, cgroup and network (unless
- * sb->network), a new session, --die-with-parent. The environment is cleared and rebuilt: PATH,
+ * The skeleton around the mounts is read-only. Namespaces: pid, ipc, uts, cgroup, network (unless
+ * sb->network) and, when mkb is not root, user. When mkb runs as root the command runs as the
+ * unprivileged host uid MKB_SANDBOX_UID with no capabilities and no_new_privs (setpriv), because
+ * a root-run bubblewrap would otherwise leave it host root; the workspace is chowned to that uid.
+ * A new session and --die-with-parent always. The environment is cleared and rebuilt: PATH,
  * HOME=/tmp/home, TMPDIR=/tmp, LANG, PYTHONUNBUFFERED, then sb->env, then the command's env.
  *
  * Each mkb_sandbox_run starts a fresh sandbox over the same workspace: files persist between
@@ -32,6 +35,9 @@
 #include "protocol/proc.h"
 
 #define MKB_SANDBOX_WORKSPACE "/workspace"
+/* When mkb runs as root, the sandbox's processes run as this host uid and gid (nobody/nogroup on
+ * Debian), and the workspace is handed to it. */
+#define MKB_SANDBOX_UID 65534
 
 struct mkb_sandbox_bind {
     const char *host;   /* an existing host path (file, directory or socket) */

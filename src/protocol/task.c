@@ -28,7 +28,8 @@ struct docs_cache {
     bool done;
     bool generated;
     char dir[4096];
-    char note[512];
+    char note[512];   /* for the person building: names the interpreter */
+    char reason[512]; /* for the task: the same without host paths */
 };
 
 struct mkb_task_builder {
@@ -241,6 +242,7 @@ static enum mkb_status docs_for(struct mkb_task_builder *b, const struct mkb_dsl
         char py_path[4096];
         if (s == MKB_OK && mkb_proc_which(py, py_path, sizeof py_path) != MKB_OK) {
             mkb_fmt(c->note, sizeof c->note, "no Python interpreter '%s' to import %s with", py, d->package);
+            mkb_fmt(c->reason, sizeof c->reason, "no Python interpreter to import it with");
             mkb_error_clear();
         } else if (s == MKB_OK) {
             const char *argv[64];
@@ -267,9 +269,11 @@ static enum mkb_status docs_for(struct mkb_task_builder *b, const struct mkb_dsl
                     c->generated = true;
                 } else if (r.exit_code == 3) {
                     mkb_fmt(c->note, sizeof c->note, "%s is not installed for %s: %s", d->package, py, first);
+                    mkb_fmt(c->reason, sizeof c->reason, "%s", first);
                 } else {
                     mkb_fmt(c->note, sizeof c->note, "the docs generator failed with %s (exit %d): %s", py,
                              r.exit_code, first[0] ? first : "no message");
+                    mkb_fmt(c->reason, sizeof c->reason, "the documentation generator failed (exit %d)", r.exit_code);
                 }
                 mkb_proc_result_release(&r);
             }
@@ -352,12 +356,12 @@ static enum mkb_status fill(struct mkb_task_builder *b, const struct mkb_problem
         char readme[2048];
         mkb_fmt(readme, sizeof readme,
                  "# %s documentation\n\n"
-                 "The %s package (`%s`) was not installed on the machine that built this task, so its API\n"
+                 "The %s package (`%s`) was not installed on the machine that built this task, so its API "
                  "reference could not be generated here (%s).\n\n"
                  "Online documentation: %s\n\n"
-                 "If the package is importable in your sandbox, `python3 -m pydoc %s` and the package's\n"
+                 "If the package is importable in your sandbox, `python3 -m pydoc %s` and the package's "
                  "source are the reference.\n",
-                 d->title, d->title, d->package, docs->note, d->docs_url, root_module(d, module, sizeof module));
+                 d->title, d->title, d->package, docs->reason, d->docs_url, root_module(d, module, sizeof module));
         MKB_TRY(write_text(ddir, "README.md", readme));
         mkb_fmt(docs_note, sizeof docs_note,
                  "no generated API reference: %s was not installed where this task was built; docs/README.md "
@@ -407,7 +411,7 @@ static enum mkb_status fill(struct mkb_task_builder *b, const struct mkb_problem
     json_t *tj = json_pack("{s:i, s:s, s:{s:i, s:s, s:s}, s:s, s:s, s:I, s:{s:b, s:s}}", "format", 1, "task",
                            info->name, "problem", "id", p->id, "name", p->name, "family", p->family, "dsl", d->name,
                            "fingerprint", info->fingerprint, "files", (json_int_t)info->n_files, "docs", "generated",
-                           docs->generated, "note", docs->generated ? "" : docs->note);
+                           docs->generated, "note", docs->generated ? "" : docs->reason);
     if (!tj) return mkb_error(MKB_ERR_NOMEM, "cannot build task.json for %s", info->name);
     char *tjs = json_dumps(tj, MKB_JSON_FLAGS);
     json_decref(tj);

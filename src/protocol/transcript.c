@@ -46,7 +46,7 @@ enum mkb_status mkb_transcript_open(struct mkb_transcript *t, const char *path, 
 /* Write one line; the caller holds the mutex. */
 static void write_line(struct mkb_transcript *t, json_t *ev) {
     json_object_set_new(ev, "t", json_real((double)(int64_t)((mkb_proc_now() - t->t0) * 1000) / 1000.0));
-    char *s = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+    char *s = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(10));
     json_decref(ev);
     if (!s) return;
     size_t n = strlen(s);

@@ -319,6 +319,7 @@ static void build_table(void) {
             add(TC(F_UNARY, unary_ops[o], arith[d], arith[d], 257, 129, 1, L_CONTIG));
             add(TC(F_UNARY, unary_ops[o], arith[d], arith[d], 33, 65, 1, L_T));
             add(TC(F_UNARY, unary_ops[o], arith[d], arith[d], 31, 63, 1, L_SLICE));
+            add(TC(F_UNARY, unary_ops[o], arith[d], arith[d], 29, 64, 1, L_SLICE)); /* runs of 4, unaligned */
             add(TC(F_UNARY, unary_ops[o], arith[d], arith[d], 1, 300007, 1, L_CONTIG));
         }
     static const enum mkb_op binary_ops[] = {MKB_OP_ADD, MKB_OP_SUB, MKB_OP_MUL, MKB_OP_DIV, MKB_OP_MAXIMUM,
@@ -332,6 +333,10 @@ static void build_table(void) {
         for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++)
             for (size_t l = 0; l < sizeof blayouts / sizeof *blayouts; l++)
                 add(TC(F_BINARY, binary_ops[o], pairs[p][0], pairs[p][1], 67, 131, 1, blayouts[l]));
+    for (size_t o = 0; o < sizeof binary_ops / sizeof *binary_ops; o++)
+        for (int d = 0; d < NARITH; d++)
+            for (size_t l = 0; l < sizeof blayouts / sizeof *blayouts; l++)
+                add(TC(F_BINARY, binary_ops[o], arith[d], arith[d], 33, 128, 1, blayouts[l]));
     static const enum mkb_op scalar_ops[] = {MKB_OP_ADD_S, MKB_OP_MUL_S, MKB_OP_DIV_S, MKB_OP_RSUB_S, MKB_OP_MAX_S,
                                              MKB_OP_MIN_S};
     for (size_t o = 0; o < sizeof scalar_ops / sizeof *scalar_ops; o++)
@@ -382,6 +387,7 @@ static void build_table(void) {
     for (int d = 0; d < MKB_DTYPE_COUNT; d++) {
         add(TC(F_COPY, MKB_OP_COPY, (enum mkb_dtype)d, (enum mkb_dtype)d, 33, 65, 1, L_T));
         add(TC(F_COPY, MKB_OP_COPY, (enum mkb_dtype)d, (enum mkb_dtype)d, 31, 63, 1, L_SLICE));
+        add(TC(F_COPY, MKB_OP_COPY, (enum mkb_dtype)d, (enum mkb_dtype)d, 31, 64, 1, L_SLICE));
         add(TC(F_COPY, MKB_OP_COPY, (enum mkb_dtype)d, (enum mkb_dtype)d, 1000, 1001, 1, L_CONTIG));
     }
     for (int s = 0; s < MKB_DTYPE_COUNT; s++)

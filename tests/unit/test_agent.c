@@ -626,6 +626,8 @@ Test(agent, in_a_trial_sandbox_through_the_runner_hook, .init = setup, .fini = t
     }
     srv_push_tool(&S, "bash", "{\"command\": \"pwd; echo x > made.txt; ls /workspace\"}", 300, 30, 0.002);
     srv_push_tool(&S, "read_file", "{\"path\": \"/workspace/made.txt\"}", 400, 30, 0.002);
+    srv_push_tool(&S, "write_file", "{\"path\": \"/workspace/sub/k.py\", \"content\": \"a = 1\\n\"}", 0, 0, 0);
+    srv_push_tool(&S, "bash", "{\"command\": \"echo 'b = 2' >> sub/k.py && touch sub/new && cat sub/k.py\"}", 0, 0, 0);
     srv_push_tool(&S, "done", "{}", 500, 10, 0.002);
     struct mkb_agent_config c;
     config(&c);
@@ -650,6 +652,8 @@ Test(agent, in_a_trial_sandbox_through_the_runner_hook, .init = setup, .fini = t
     cr_assert(strstr(req_content(1, -1), "made.txt"), "%s", req_content(1, -1));
     cr_assert(strstr(req_content(2, -1), "     1\tx"), "read_file maps /workspace to the host: %s", req_content(2, -1));
     cr_assert(strstr(req_content(0, 0), "/workspace"), "the system prompt names the sandbox's workspace path");
+    /* what the file tools wrote, the sandbox's commands can change (they run unprivileged as root) */
+    cr_assert(strstr(req_content(4, -1), "a = 1\nb = 2\n[exit code 0"), "%s", req_content(4, -1));
     char tp[400];
     snprintf(tp, sizeof tp, "%s/" MKB_TRANSCRIPT_NAME, dir);
     json_t *ev;
@@ -675,4 +679,47 @@ Test(agent, the_preflight_check_names_what_is_wrong, .init = setup, .fini = tear
     cr_assert_eq(mkb_agent_check(&c), MKB_ERR_NOT_FOUND);
     cr_assert(strstr(mkb_error_message(), "checking custom/scripted at http://127.0.0.1"), "%s", mkb_error_message());
     cr_assert_eq(mkb_agent_check(&c), MKB_OK, "a server without tool calling passes: the agent falls back to text");
+}
+
+static volatile sig_atomic_t cancel_flag;
+static void *raise_cancel(void *arg) {
+    (void)arg;
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    cancel_flag = 1;
+    return NULL;
+}
+
+Test(agent, an_interrupt_stops_a_long_command_at_once, .init = setup, .fini = teardown) {
+    srv_push_tool(&S, "bash", "{\"command\": \"sleep 30\", \"timeout\": 100}", 100, 10, -1);
+    struct mkb_agent_config c;
+    config(&c);
+    cancel_flag = 0;
+    c.cancel = &cancel_flag;
+    sandbox.cancel = &cancel_flag;
+    struct mkb_agent_task t = task(60);
+    struct mkb_agent_result r;
+    pthread_t th;
+    pthread_create(&th, NULL, raise_cancel, NULL);
+    double t0 = mkb_chat_now();
+    cr_assert_eq(mkb_agent_run(&c, &t, &host, &r), MKB_OK, "%s", mkb_error_message());
+    pthread_join(th, NULL);
+    cr_assert_eq(r.stop, MKB_AGENT_STOP_CANCELLED, "stop: %s", mkb_agent_stop_name(r.stop));
+    cr_assert(mkb_chat_now() - t0 < 3, "took %.2f s", mkb_chat_now() - t0);
+    mkb_agent_result_release(&r);
+    /* the same through the trial's sandbox */
+    if (mkb_sandbox_check(NULL, false) != MKB_OK) cr_skip_test("bubblewrap cannot create a sandbox here");
+    srv_push_tool(&S, "bash", "{\"command\": \"sleep 30\", \"timeout\": 100}", 100, 10, -1);
+    cancel_flag = 0;
+    struct mkb_sandbox sb = {.workspace = ws};
+    struct mkb_agent_attempt a = {.instruction = "TASK", .workspace = ws, .trial_dir = dir, .sandbox = &sb,
+                                  .t0 = mkb_chat_now(), .deadline = mkb_chat_now() + 60, .cancel = &cancel_flag};
+    struct mkb_agent_outcome o;
+    pthread_create(&th, NULL, raise_cancel, NULL);
+    t0 = mkb_chat_now();
+    cr_assert_eq(mkb_agent_trial(&c, &a, &o), MKB_OK, "%s", mkb_error_message());
+    pthread_join(th, NULL);
+    cr_assert(mkb_chat_now() - t0 < 3, "took %.2f s", mkb_chat_now() - t0);
+    cr_assert_str_eq(json_string_value(json_object_get(o.usage, "stop")), "cancelled");
+    json_decref(o.usage);
 }

@@ -15,7 +15,7 @@
 #   bench     bench_eager: the eager baseline of every problem at full scale
 #   torch     eager_torch.py: the same programs in PyTorch eager, compared with bench's times
 #   refs      mkb ref <id> --backend cuda --scale full in both precisions, every problem
-# MKB_REPS / MKB_WARMUP set bench's and torch's repeats (default 20 / 5); MKB_REF_TIMEOUT the
+# MKB_REF_IDS limits refs to those problem ids. MKB_REPS / MKB_WARMUP set bench's and torch's repeats (default 20 / 5); MKB_REF_TIMEOUT the
 # limit of one full-scale ref run in seconds (default 150); MKB_DEADLINE stops starting steps
 # after that many seconds (default 540).
 set -uo pipefail
@@ -87,8 +87,8 @@ step_env() {
 }
 
 step_refs() {
-    local ids
-    ids=$(mkb_env "$bin/mkb" problems --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(str(p["id"]) for p in (d["problems"] if isinstance(d, dict) else d)))')
+    local ids=${MKB_REF_IDS:-}
+    [ -n "$ids" ] || ids=$(mkb_env "$bin/mkb" problems --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(str(p["id"]) for p in (d["problems"] if isinstance(d, dict) else d)))')
     printf 'id\tprecision\trc\twall_s\treference_s\tnonfinite\toutputs\n' >"$out/refs.tsv"
     for id in $ids; do
         for prec in compute fp64; do

@@ -17,6 +17,7 @@
 #ifndef MKB_BACKEND_CUDA_DTYPE_CUH
 #define MKB_BACKEND_CUDA_DTYPE_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -245,12 +246,11 @@ MKB_DEV void st_i64(int dt, void *base, int64_t i, int64_t v) {
 
 MKB_DEV float bf16_bits_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-/* Round to nearest even; NaN becomes the canonical 0x7fc0 (dtype.c's choice). */
+/* Round to nearest even (the hardware conversion); NaN becomes the canonical 0x7fc0 (dtype.c's
+ * choice; the hardware's is 0x7fff). */
 MKB_DEV uint16_t f32_to_bf16_bits(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    __nv_bfloat16_raw r = __nv_bfloat16_raw(__float2bfloat16_rn(f));
+    return f != f ? (uint16_t)0x7fc0 : r.x;
 }
 
 MKB_DEV float f16_bits_to_f32(uint16_t h) {

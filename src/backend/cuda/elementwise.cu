@@ -189,7 +189,27 @@ template <typename M, int KIND> cudaError_t try_vec(cudaStream_t st, const mkb_c
  * thread step: 16 bytes when every contiguous row start is 16-byte aligned, else 1. This serves
  * row and column broadcasts and sliced rows without per-element dims, dtype switches or double
  * conversions. KIND 3 is a raw copy (T an unsigned word of the element's size). ---- */
-template <typename T, typename M, int V, int KIND>
+template <typename T, int V, bool ALIGNED> MKB_DEV pack<T, V> load_run(const T *p) {
+    if constexpr (ALIGNED) {
+        return *reinterpret_cast<const pack<T, V> *>(p);
+    } else {
+        pack<T, V> r;
+#pragma unroll
+        for (int j = 0; j < V; j++) r.v[j] = p[j];
+        return r;
+    }
+}
+
+template <typename T, int V, bool ALIGNED> MKB_DEV void store_run(T *p, const pack<T, V> &r) {
+    if constexpr (ALIGNED) {
+        *reinterpret_cast<pack<T, V> *>(p) = r;
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) p[j] = r.v[j];
+    }
+}
+
+template <typename T, typename M, int V, bool ALIGNED, int KIND>
 __global__ void ew_2d(T *__restrict__ y, const T *__restrict__ a, const T *__restrict__ b, int64_t ry, int64_t ra,
                       int64_t rb, bool ca, bool cb, fastdiv cvecs, uint32_t nvec, int op, M s) {
     for (uint32_t v = blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += gridDim.x * blockDim.x) {
@@ -197,7 +217,7 @@ __global__ void ew_2d(T *__restrict__ y, const T *__restrict__ a, const T *__res
         int64_t c0 = (int64_t)(v - r * cvecs.d) * V;
         pack<T, V> pa, pb, pr;
         if (ca) {
-            pa = *reinterpret_cast<const pack<T, V> *>(a + r * ra + c0);
+            pa = load_run<T, V, ALIGNED>(a + r * ra + c0);
         } else {
             T x = a[r * ra];
 #pragma unroll
@@ -205,7 +225,7 @@ __global__ void ew_2d(T *__restrict__ y, const T *__restrict__ a, const T *__res
         }
         if constexpr (KIND == 2) {
             if (cb) {
-                pb = *reinterpret_cast<const pack<T, V> *>(b + r * rb + c0);
+                pb = load_run<T, V, ALIGNED>(b + r * rb + c0);
             } else {
                 T x = b[r * rb];
 #pragma unroll
@@ -224,7 +244,7 @@ __global__ void ew_2d(T *__restrict__ y, const T *__restrict__ a, const T *__res
                 pr.v[j] = narrow<M, T>(unary_op(op, widen<M>(pa.v[j])));
             }
         }
-        *reinterpret_cast<pack<T, V> *>(y + r * ry + c0) = pr;
+        store_run<T, V, ALIGNED>(y + r * ry + c0, pr);
     }
 }
 
@@ -243,22 +263,26 @@ cudaError_t launch_2d(cudaStream_t st, const mkb_cu_iter *it, int op, M s, bool 
         if (cs[k] != 0 && cs[k] != 1) return cudaSuccess;
     }
     if (cs[0] != 1) return cudaSuccess;
+    /* 16-byte packs when every contiguous row start is aligned; else runs of 4 (or 1) scalars */
     bool vec = cols % VV == 0;
     for (int k = 0; k <= nin; k++)
         if (cs[k] == 1) vec = vec && aligned16(it, k) && (rs[k] * (int64_t)sizeof(T)) % 16 == 0;
-    int64_t nvec = rows * (cols / (vec ? VV : 1));
+    const int w = vec ? VV : cols % 4 == 0 ? 4 : 1;
+    int64_t nvec = rows * (cols / w);
     if (nvec > INT32_MAX || nvec == 0) return cudaSuccess;
     T *y = (T *)it->data[0] + it->offset[0];
     const T *a = (const T *)it->data[1] + it->offset[1];
     const T *b = KIND == 2 ? (const T *)it->data[2] + it->offset[2] : nullptr;
-    fastdiv cv = fastdiv_make((uint32_t)(cols / (vec ? VV : 1)));
+    fastdiv cv = fastdiv_make((uint32_t)(cols / w));
     unsigned grid = grid_for(nvec, 256);
+    const int64_t rb = KIND == 2 ? rs[2] : 0;
+    const bool ca = cs[1] == 1, cb = KIND == 2 && cs[2] == 1;
     if (vec)
-        ew_2d<T, M, VV, KIND><<<grid, 256, 0, st>>>(y, a, b, rs[0], rs[1], KIND == 2 ? rs[2] : 0, cs[1] == 1,
-                                                    KIND == 2 && cs[2] == 1, cv, (uint32_t)nvec, op, s);
+        ew_2d<T, M, VV, true, KIND><<<grid, 256, 0, st>>>(y, a, b, rs[0], rs[1], rb, ca, cb, cv, (uint32_t)nvec, op, s);
+    else if (w == 4)
+        ew_2d<T, M, 4, false, KIND><<<grid, 256, 0, st>>>(y, a, b, rs[0], rs[1], rb, ca, cb, cv, (uint32_t)nvec, op, s);
     else
-        ew_2d<T, M, 1, KIND><<<grid, 256, 0, st>>>(y, a, b, rs[0], rs[1], KIND == 2 ? rs[2] : 0, cs[1] == 1,
-                                                   KIND == 2 && cs[2] == 1, cv, (uint32_t)nvec, op, s);
+        ew_2d<T, M, 1, false, KIND><<<grid, 256, 0, st>>>(y, a, b, rs[0], rs[1], rb, ca, cb, cv, (uint32_t)nvec, op, s);
     *done = true;
     return cudaGetLastError();
 }
@@ -373,6 +397,42 @@ template <typename S> cudaError_t cast_from(cudaStream_t st, int dd, void *y, co
     }
 }
 
+/* Same-dtype transposing copy through shared-memory tiles: iteration (B, R, C) with the
+ * destination's C contiguous and the source's R contiguous (a transposed or permuted view), so
+ * both the reads and the writes are coalesced. W: an unsigned word of the element's size. */
+template <typename W>
+__global__ void transpose_tiles(W *__restrict__ dst, const W *__restrict__ src, int64_t rows, int64_t cols,
+                                int64_t db, int64_t dr, int64_t sb, int64_t sc) {
+    __shared__ W tile[32][33];
+    const int64_t r0 = (int64_t)blockIdx.y * 32, c0 = (int64_t)blockIdx.x * 32, b = blockIdx.z;
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        int64_t c = c0 + k, r = r0 + threadIdx.x;
+        if (r < rows && c < cols) tile[k][threadIdx.x] = src[b * sb + r + c * sc];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        int64_t r = r0 + k, c = c0 + threadIdx.x;
+        if (r < rows && c < cols) dst[b * db + r * dr + c] = tile[threadIdx.x][k];
+    }
+}
+
+template <typename W> cudaError_t launch_transpose(cudaStream_t st, const mkb_cu_iter *it, bool *done) {
+    *done = false;
+    int nd = it->ndim;
+    if (nd < 2 || nd > 3) return cudaSuccess;
+    int64_t batch = nd == 3 ? it->size[0] : 1, rows = it->size[nd - 2], cols = it->size[nd - 1];
+    if (it->stride[0][nd - 1] != 1 || it->stride[1][nd - 2] != 1 || it->stride[1][nd - 1] == 1) return cudaSuccess;
+    if (rows < 16 || cols < 16 || batch > 65535 || (rows + 31) / 32 > 65535) return cudaSuccess;
+    W *dst = (W *)it->data[0] + it->offset[0];
+    const W *src = (const W *)it->data[1] + it->offset[1];
+    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32), (unsigned)batch);
+    transpose_tiles<W><<<grid, dim3(32, 8), 0, st>>>(dst, src, rows, cols, nd == 3 ? it->stride[0][0] : 0,
+                                                     it->stride[0][nd - 2], nd == 3 ? it->stride[1][0] : 0,
+                                                     it->stride[1][nd - 1]);
+    *done = true;
+    return cudaGetLastError();
+}
+
 /* Same-dtype copy of any strides: element bytes moved as they are, no conversion. */
 __global__ void copy_same_any(iter32<2> it, uint32_t n, int bytes) {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -421,6 +481,13 @@ cudaError_t copy_launch(cudaStream_t st, const mkb_cu_iter *it) {
         case 4: e = launch_2d<uint32_t, float, 3>(st, it, 0, 0.0f, &done); break;
         case 2: e = launch_2d<uint16_t, float, 3>(st, it, 0, 0.0f, &done); break;
         default: e = launch_2d<uint8_t, float, 3>(st, it, 0, 0.0f, &done); break;
+        }
+        if (done || e != cudaSuccess) return e;
+        switch (dtype_bytes(dd)) {
+        case 8: e = launch_transpose<uint64_t>(st, it, &done); break;
+        case 4: e = launch_transpose<uint32_t>(st, it, &done); break;
+        case 2: e = launch_transpose<uint16_t>(st, it, &done); break;
+        default: e = launch_transpose<uint8_t>(st, it, &done); break;
         }
         if (done || e != cudaSuccess) return e;
         const int bytes = dtype_bytes(dd);

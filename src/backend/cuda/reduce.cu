@@ -125,6 +125,44 @@ template <typename M> __global__ void reduce_cols(red_args a, M *partial) {
 /* ---- typed, vectorised variants for contiguous data (T the storage type, V per 16 bytes) ---- */
 
 /* inner == 1 and the reduced axis contiguous, every row start 16-byte aligned. */
+/* inner == 1, short contiguous rows: each warp reduces RPW rows at once, so RPW loads are in
+ * flight per lane where one row would leave the warp waiting on a single load. */
+template <typename T, typename M, int RPW>
+__global__ void reduce_short_rows_vec(red_args a, M *partial) {
+    constexpr int V = 16 / sizeof(T);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int64_t j0 = (int64_t)blockIdx.y * a.chunk_len;
+    const int64_t j1 = j0 + a.chunk_len < a.len ? j0 + a.chunk_len : a.len;
+    const int64_t jv = j0 + (j1 - j0) / V * V;
+    for (uint32_t row0 = (blockIdx.x * warps + warp) * RPW; row0 < a.n_outer; row0 += gridDim.x * warps * RPW) {
+        const T *x[RPW];
+        M acc[RPW];
+#pragma unroll
+        for (int q = 0; q < RPW; q++) {
+            uint32_t row = row0 + q < a.n_outer ? row0 + q : a.n_outer - 1; /* a repeat is harmless */
+            x[q] = (const T *)a.x + a.base + sub_offset(a.outer, row);
+            acc[q] = red_init<M>(a.op);
+        }
+        for (int64_t j = j0 + (int64_t)lane * V; j < jv; j += 32 * V) {
+            pack<T, V> p[RPW];
+#pragma unroll
+            for (int q = 0; q < RPW; q++) p[q] = *reinterpret_cast<const pack<T, V> *>(x[q] + j);
+#pragma unroll
+            for (int q = 0; q < RPW; q++)
+#pragma unroll
+                for (int v = 0; v < V; v++) acc[q] = red_combine(a.op, acc[q], (M)to_f(p[q].v[v]));
+        }
+        for (int64_t k = jv + lane; k < j1; k += 32)
+#pragma unroll
+            for (int q = 0; q < RPW; q++) acc[q] = red_combine(a.op, acc[q], (M)to_f(x[q][k]));
+#pragma unroll
+        for (int q = 0; q < RPW; q++) {
+            M r = warp_reduce(a.op, acc[q]);
+            if (lane == 0 && row0 + q < a.n_outer) red_emit(a, partial, row0 + q, r);
+        }
+    }
+}
+
 template <typename T, typename M, int WARPS>
 __global__ void reduce_rows_vec(red_args a, M *partial) {
     constexpr int V = 16 / sizeof(T);
@@ -232,12 +270,16 @@ template <typename M> __global__ void reduce_finish(red_args a, const M *partial
 
 template <typename T, typename M>
 void typed_launch_t(bool rows, int warps, dim3 grid, dim3 block, cudaStream_t s, const red_args &a, M *partial) {
-    if (!rows)
+    if (!rows) {
         reduce_cols_vec<T, M><<<grid, block, 0, s>>>(a, partial);
-    else if (warps)
+    } else if (warps == 4) { /* short rows, four per warp */
+        dim3 g4((grid.x + 3) / 4, grid.y);
+        reduce_short_rows_vec<T, M, 4><<<g4, block, 0, s>>>(a, partial);
+    } else if (warps) {
         reduce_rows_vec<T, M, 8><<<grid, block, 0, s>>>(a, partial);
-    else
+    } else {
         reduce_rows_vec<T, M, 0><<<grid, block, 0, s>>>(a, partial);
+    }
 }
 
 template <typename M>
@@ -293,12 +335,15 @@ cudaError_t reduce_launch(cudaStream_t s, int op, const mkb_cu_view *x, int axis
     const bool vec_cols = typed && aligned && n_inner > 1 && a.inner.ndim == 1 && a.inner.stride[0] == 1 &&
                           n_inner % V == 0 && (a.sa * es) % 16 == 0;
     if (vec_rows) a.sa = 1;
-    const int64_t want_blocks = (int64_t)sm_count() * 4;
+    const int64_t want_blocks = (int64_t)sm_count() * 8;
     dim3 block;
     int warps = 0;
     int64_t blocks, per_chunk_min;
     if (n_inner == 1) {
-        warps = a.len <= 1024 ? 8 : 0;
+        /* a warp per row up to 32 KB rows (a block beyond); the typed path takes short rows
+         * (<= 1 KB) four to a warp (warps == 4 marks it) */
+        warps = a.len * es <= 32768 ? 8 : 0;
+        if (!vec_rows && a.len > 1024) warps = 0;
         block = dim3(256);
         blocks = warps ? (n_outer + warps - 1) / warps : n_outer;
         per_chunk_min = warps ? 32 * 8 : 256 * 8;
@@ -323,6 +368,7 @@ cudaError_t reduce_launch(cudaStream_t s, int op, const mkb_cu_view *x, int axis
     a.chunks = (int)chunks;
     int64_t gx = blocks < (int64_t)sm_count() * 32 ? blocks : (int64_t)sm_count() * 32;
     dim3 grid((unsigned)(gx < 1 ? 1 : gx), (unsigned)chunks);
+    if (vec_rows && warps && chunks == 1 && a.len * es <= 1024 && n_outer >= 4 * want_blocks) warps = 4;
     M *partial = nullptr;
     cudaError_t e;
     if (chunks > 1) {

@@ -37,7 +37,8 @@ struct mkb_child {
     int ngrader_dirs;
     const char *protected_files[8];
     int nprotected;
-    bool preload; /* import torch and the DSL before the candidate (off only in CPU tests) */
+    bool preload_torch, preload_dsl; /* what to import before the candidate ("preload": all,
+                                        torch, none; none only in CPU tests) */
     struct mkb_seeds seeds;
     json_t *assignment; /* owns the strings above */
 

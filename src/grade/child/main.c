@@ -157,7 +157,10 @@ static enum mkb_status read_assignment(int fd) {
     mkb_child.kernel_path = json_string_value(json_object_get(a, "kernel"));
     mkb_child.workdir = json_string_value(json_object_get(a, "workdir"));
     mkb_child.python = json_string_value(json_object_get(a, "python"));
-    mkb_child.preload = !json_is_false(json_object_get(a, "preload"));
+    const char *pre = json_string_value(json_object_get(a, "preload"));
+    if (!pre) pre = "all";
+    mkb_child.preload_torch = strcmp(pre, "none") != 0;
+    mkb_child.preload_dsl = strcmp(pre, "all") == 0;
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(a, "sites"), i, e) if (mkb_child.nsites < MKB_POLICY_MAX_DIRS)

@@ -378,17 +378,18 @@ static void set_version(json_t *env, const char *key, const char *module) {
 
 enum mkb_status mkb_py_preload(json_t *env) {
     json_object_set_new(env, "python", json_string(PY_VERSION));
-    if (!mkb_child.preload) return MKB_OK;
+    if (!mkb_child.preload_torch) return MKB_OK;
     PyObject *torch = PyImport_ImportModule("torch");
     if (!torch) return py_fail("cannot import torch");
     Py_DECREF(torch);
     set_version(env, "torch", "torch");
-    for (int i = 0; mkb_child.dsl && i < MKB_DSL_MAX_LIST && mkb_child.dsl->preload[i]; i++) {
+    for (int i = 0; mkb_child.preload_dsl && mkb_child.dsl && i < MKB_DSL_MAX_LIST && mkb_child.dsl->preload[i];
+         i++) {
         PyObject *m = PyImport_ImportModule(mkb_child.dsl->preload[i]);
         if (!m) return py_fail("cannot import the DSL");
         Py_DECREF(m);
     }
-    if (mkb_child.dsl) set_version(env, "dsl", mkb_child.dsl->version_module);
+    if (mkb_child.preload_dsl && mkb_child.dsl) set_version(env, "dsl", mkb_child.dsl->version_module);
     fn_from_dlpack = import_attr("torch._C", "_from_dlpack");
     if (!fn_from_dlpack) {
         PyErr_Clear();

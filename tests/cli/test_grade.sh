@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# mkb grade without a GPU: usage errors, the parent/child split and its failure modes (a kernel
+# that hangs, crashes, forges results or cannot be imported), seed files, --out, and every
+# adversarial kernel under tests/exploits/ that is caught while importing ("where: cpu"): each
+# must be rejected with the finding its header names. Grades here are --import-only and
+# --no-preload (no torch on this machine); the GPU half is tests/gpu/test_grade_gpu.sh.
+set -euo pipefail
+
+: "${MKB:?set MKB to the mkb binary}"
+: "${MKB_SOURCE_DIR:?set MKB_SOURCE_DIR to the source tree}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+run() { set +e; "$@" >"$T/out" 2>"$T/err"; RC=$?; set -e; }
+expect_rc() {
+    local want=$1 what=$2
+    shift 2
+    run "$@"
+    [[ $RC == "$want" ]] || fail "$what: exit $RC, want $want; stdout: $(head -c 2000 "$T/out"); stderr: $(cat "$T/err")"
+}
+
+# ---- usage ----
+expect_rc 0 "help" "$MKB" grade --help
+grep -q "usage: mkb grade" "$T/out" || fail "help text"
+expect_rc 2 "no problem" "$MKB" grade --dsl cutedsl k.py
+expect_rc 2 "no dsl" "$MKB" grade --problem 28 k.py
+expect_rc 2 "unknown dsl" "$MKB" grade --problem 28 --dsl cuda k.py
+grep -q "no DSL named 'cuda'" "$T/err" || fail "unknown dsl message: $(cat "$T/err")"
+expect_rc 2 "no kernel" "$MKB" grade --problem 28 --dsl cutedsl
+expect_rc 2 "bad scale" "$MKB" grade --problem 28 --dsl cutedsl --scale huge k.py
+expect_rc 2 "bad timeout" "$MKB" grade --problem 28 --dsl cutedsl --timeout -1 k.py
+expect_rc 2 "unknown problem" "$MKB" grade --problem 9999 --dsl cutedsl k.py
+expect_rc 2 "missing kernel file" "$MKB" grade --problem 28 --dsl cutedsl "$T/nope.py"
+ok "usage errors"
+
+CHILD="$(dirname "$MKB")/mkb-grade-child"
+if [[ ! -x $CHILD ]]; then
+    echo "SKIP: no mkb-grade-child next to $MKB (built only with the CUDA toolkit and CPython's embedding library)"
+    exit 0
+fi
+PYARGS=()
+[[ -n ${MKB_TEST_PYTHON:-} ]] && PYARGS=(--python "$MKB_TEST_PYTHON")
+grade() { "$MKB" grade --problem 28 --dsl cutedsl --import-only --no-preload "${PYARGS[@]}" "$@"; }
+field() { python3 -c "import json,sys; v=json.load(open('$T/out')); print(eval(sys.argv[1]))" "$1"; }
+
+# ---- an honest import ----
+cat >"$T/honest.py" <<'PY'
+"""A kernel that imports cleanly: no triton, no ctypes here (words in strings are fine)."""
+import math
+
+SCALE = math.sqrt(2.0)
+
+
+def solve(hidden_states, residual, weight):
+    return hidden_states
+PY
+expect_rc 0 "honest import" grade --json "$T/honest.py"
+[[ $(field 'v["imported"]') == True ]] || fail "honest kernel not imported"
+[[ $(field 'len(v["findings"])') == 0 ]] || fail "honest kernel has findings: $(field 'v["findings"]')"
+[[ $(field 'v["authenticated"]') == True ]] || fail "result not authenticated"
+[[ $(field 'len(v["seeds"]["timing"])') == 50 ]] || fail "verdict lacks the 50 timing seeds"
+ok "honest kernel imports, authenticated"
+
+# the text report
+expect_rc 0 "honest import, text" grade "$T/honest.py"
+grep -q "imported:    yes" "$T/out" || fail "report: $(cat "$T/out")"
+grep -q "rules:       kept" "$T/out" || fail "report: $(cat "$T/out")"
+
+# ---- seeds: a seed file is used as given ----
+expect_rc 0 "seeds out" grade --json "$T/honest.py"
+python3 -c "import json; json.dump(json.load(open('$T/out'))['seeds'], open('$T/seeds.json','w'))"
+expect_rc 0 "seed file" grade --json --seed-file "$T/seeds.json" "$T/honest.py"
+python3 - "$T" <<'PY' || fail "seed file not used as given"
+import json, sys
+t = sys.argv[1]
+assert json.load(open(t + "/out"))["seeds"] == json.load(open(t + "/seeds.json"))
+PY
+echo '{"correctness": [1, 2]}' >"$T/bad_seeds.json"
+expect_rc 2 "bad seed file" grade --seed-file "$T/bad_seeds.json" "$T/honest.py"
+grep -q "'correctness' has 2 seeds, expected 5" "$T/err" || fail "bad seed message: $(cat "$T/err")"
+ok "seed files"
+
+# ---- --out writes the same verdict ----
+expect_rc 0 "out" grade --json --out "$T/verdict.json" "$T/honest.py"
+python3 -c "import json; a=json.load(open('$T/out')); b=json.load(open('$T/verdict.json')); assert a==b" ||
+    fail "--out differs from stdout"
+ok "--out"
+
+# ---- failures become verdicts naming the stage ----
+printf 'def solve(:\n' >"$T/syntax.py"
+expect_rc 1 "syntax error" grade --json "$T/syntax.py"
+[[ $(field 'v["error"]["kind"]') == exception ]] || fail "syntax error kind"
+[[ $(field 'v["error"]["stage"]') == import ]] || fail "syntax error stage"
+grep -q "SyntaxError" "$T/out" || fail "no SyntaxError in the verdict"
+printf 'x = 1\n' >"$T/nosolve.py"
+expect_rc 1 "no solve" grade --json "$T/nosolve.py"
+grep -q "defines no callable solve" "$T/out" || fail "no-solve message"
+printf 'while True:\n    pass\n' >"$T/hang.py"
+expect_rc 1 "hang" grade --json --timeout 3 "$T/hang.py"
+[[ $(field 'v["error"]["kind"]') == timeout ]] || fail "hang kind: $(field 'v["error"]')"
+[[ $(field 'v["error"]["stage"]') == import ]] || fail "hang stage"
+printf 'import os\nos.abort()\n' >"$T/crash.py"
+expect_rc 1 "crash" grade --json "$T/crash.py"
+[[ $(field 'v["error"]["kind"]') == crash ]] || fail "crash kind: $(field 'v["error"]')"
+[[ $(field 'v["error"]["stage"]') == import ]] || fail "crash stage"
+grep -q "signal 6" "$T/out" || fail "crash message lacks the signal"
+head -c 300001 /dev/zero | tr '\0' '#' >"$T/big.py"
+expect_rc 1 "oversized" grade --json "$T/big.py"
+grep -q '"oversized"' "$T/out" || fail "oversized finding"
+ok "syntax error, missing solve, hang, crash, oversized kernel"
+
+# ---- a grader child that never starts is a harness error (exit 3), not a verdict on the kernel ----
+expect_rc 3 "broken child" env MKB_GRADE_CHILD=/bin/false "$MKB" grade --problem 28 --dsl cutedsl --import-only \
+    --no-preload "$T/honest.py"
+grep -q "could not be carried out" "$T/out" || fail "harness note: $(cat "$T/out")"
+ok "harness failure exits 3"
+
+# ---- the exploits that are caught while importing ----
+n=0
+for k in "$MKB_SOURCE_DIR"/tests/exploits/*.py; do
+    where=$(sed -n 's/^# where: *//p' "$k" | head -1)
+    [[ $where == cpu ]] || continue
+    expect=$(sed -n 's/^# expect: *//p' "$k" | head -1)
+    run grade --json "$k"
+    [[ $RC == 1 ]] || fail "$(basename "$k"): exit $RC, want 1 (rejected); $(head -c 1500 "$T/out") $(cat "$T/err")"
+    for rule in $expect; do
+        python3 - "$T/out" "$rule" <<'PY' || fail "$(basename "$k"): no '$rule' finding in $(head -c 3000 "$T/out")"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert any(f["rule"] == sys.argv[2] for f in v["findings"]), v["findings"]
+PY
+    done
+    n=$((n + 1))
+done
+[[ $n -ge 10 ]] || fail "only $n cpu exploits found"
+ok "$n exploits rejected with their findings"

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# mkb run end to end on the CPU: the plan of a dry run (nothing written), usage errors, a missing
+# grader, a scripted run of all eight arms that converges into records and results.json (a solo
+# without SKILL.md makes its dependents recorded skips), a second run that reuses everything, an
+# agent that reports an infrastructure failure (error records, then RERUN), a source whose
+# SKILL.md changes (STALE, kept until --rerun-stale archives and reruns it), the store lock, and
+# the wall-clock deadline. The grader is tests/fixtures/protocol/grader.sh, a stand-in for
+# `mkb grade` used only in the tests; the agent is the scripted tests/fixtures/protocol/agent.sh.
+# Needs MKB, MKB_FIXTURES, bubblewrap and python3.
+set -euo pipefail
+source "$MKB_FIXTURES/protocol/lib.sh"
+
+# ---- the plan ----
+expect_rc 0 "dry run" "$MKB" run --model test/dry --problems 28 --arms all --n-replicates 2 --dry-run
+expect_out "16 trials: 16 RUN" "all arms, two replicates"
+expect_out "p28_r2_self_tirx" "the self arm"
+expect_out "waits for p28_r1_solo_cutedsl" "a skill trial waits for its source"
+[[ ! -e results && ! -e tasks ]] || fail "a dry run wrote something: $(ls)"
+ok "a dry run prints the plan and writes nothing"
+expect_rc 0 "dry run --json" "$MKB" run --model test/dry --problems 28 --trials '*cutedsl2tirx*' --dry-run --json
+[[ $("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["trials_listed"], d["selected"], d["trials"][0]["coordinate"], d["trials"][0]["selected"])' "$T/out") == "2 1 p28_r1_solo_cutedsl False" ]] \
+    || fail "--trials should list the selected skill trial and pull in its source: $(cat "$T/out")"
+ok "a selected skill trial pulls in its source solo"
+expect_rc 0 "--categories" "$MKB" run --model test/dry --categories mlp_norm --trials 'p28_*' --dry-run
+expect_out "4 trials" "a category narrowed by --trials"
+
+expect_rc 2 "no model" "$MKB" run --problems 28 --dry-run
+expect_err "--model" "the missing model is named"
+expect_rc 2 "empty agent command" "$MKB" run --model m --problems 28 --agent-cmd ''
+expect_err "--agent-cmd is empty" "an empty agent command is refused"
+expect_rc 2 "bad arms" "$MKB" run --model m --arms some --dry-run
+expect_rc 2 "bad replicates" "$MKB" run --model m --n-replicates 0 --dry-run
+expect_rc 2 "unknown problem" "$MKB" run --model m --problems 'zzz*' --dry-run
+ok "usage errors exit 2 and say what is wrong"
+
+# ---- the grader must be there ----
+expect_rc 3 "missing grader" "$MKB" run --model test/nograder --problems 28 --agent-cmd true --grader-cmd /nonexistent/grader
+expect_err "/nonexistent/grader" "the missing grader is named"
+if ! "$MKB" grade --help >/dev/null 2>&1; then
+    expect_rc 3 "missing default grader" "$MKB" run --model test/nograder --problems 28 --agent-cmd true
+    expect_err "the grader is missing" "the default grader's absence is explained"
+    expect_err "--grader-cmd" "and how to pass another"
+    ok "without 'mkb grade', a run fails with a clear message"
+else
+    ok "this mkb has 'mkb grade' (the message for a missing default grader is tested in test_protocol)"
+fi
+[[ ! -e results/test-nograder/problems/$P28 ]] || fail "a run without a grader recorded trials"
+
+# ---- a full scripted run: eight arms, one source without SKILL.md ----
+expect_rc 0 "scripted run" mkbrun test/m1 --arms all --agent-env AGENT_NO_SKILL=tirx
+grep -q "8 recorded (6 passed, 0 not passed, 2 skipped, 0 errors)" "$T/out" || fail "summary: $(cat "$T/out") $(cat "$T/err")"
+S=$T/results/test-m1
+[[ -f $S/store.json && -f $S/results.json && -f $S/invocations.jsonl ]] || fail "store files missing: $(ls -A "$S")"
+[[ $(jget "$S/store.json" model) == '"test/m1"' ]] || fail "store.json names the model"
+for arm in solo_cutedsl solo_tirx cutedsl2tirx_skill self_cutedsl placebo_cutedsl placebo_tirx; do
+    d=$(tdir test-m1 "p28_r1_$arm")
+    [[ $(jget "$d/record.json" verdict passed) == true ]] || fail "$arm did not pass: $(cat "$d/record.json")"
+    [[ -f $d/kernel.py && -f $d/transcript.jsonl && -f $d/instruction.md ]] || fail "$arm: files missing: $(ls "$d")"
+    [[ $(wc -l <"$d/submissions.jsonl") == 1 ]] || fail "$arm: one graded submission expected"
+    grep -q '"type":"refused"' "$d/transcript.jsonl" || fail "$arm: the broken file was not refused"
+    [[ $(jget "$d/record.json" usage submissions) == 1 && $(jget "$d/record.json" usage tokens_in) == 1000 ]] \
+        || fail "$arm: usage $(jget "$d/record.json" usage)"
+    [[ $(jget "$d/record.json" stamps task_fingerprint) =~ ^\"[0-9a-f]{64}\"$ ]] || fail "$arm: no fingerprint stamp"
+done
+d=$(tdir test-m1 p28_r1_solo_cutedsl)
+[[ -f $d/SKILL.md && ! -f $d/skill_in.md ]] || fail "solo_cutedsl keeps its SKILL.md and was given none"
+[[ $(jget "$d/record.json" verdict speedup) == 1.5 ]] || fail "a solo is scored without a skill"
+[[ ! -f $(tdir test-m1 p28_r1_solo_tirx)/SKILL.md ]] || fail "solo_tirx wrote no SKILL.md"
+for arm in cutedsl2tirx_skill self_cutedsl; do
+    d=$(tdir test-m1 "p28_r1_$arm")
+    cmp -s "$d/skill_in.md" "$(tdir test-m1 p28_r1_solo_cutedsl)/SKILL.md" || fail "$arm was not given the source's SKILL.md"
+    grep -qF -- "----- begin SKILL.md -----" "$d/instruction.md" || fail "$arm: no skill header in its instruction"
+    [[ $(jget "$d/record.json" stamps source) == '"p28_r1_solo_cutedsl"' ]] || fail "$arm: source stamp"
+    [[ $(jget "$d/record.json" verdict speedup) == 2 ]] || fail "$arm: the agent did not see the skill"
+done
+cmp -s "$(tdir test-m1 p28_r1_placebo_tirx)/skill_in.md" "$MKB_SOURCE_DIR/templates/placebo_skill.md" || fail "placebo text"
+for arm in tirx2cutedsl_skill self_tirx; do
+    d=$(tdir test-m1 "p28_r1_$arm")
+    [[ $(jget "$d/record.json" skip) == '"the source p28_r1_solo_tirx wrote no SKILL.md"' ]] || fail "$arm: $(cat "$d/record.json")"
+    [[ $(jget "$d/record.json" verdict) == null && ! -f $d/transcript.jsonl ]] || fail "$arm was run"
+done
+grep -q '"event":"end"' "$S/invocations.jsonl" || fail "the invocation was not closed"
+[[ -z $(ls -A "$S/.work" 2>/dev/null) ]] || fail "workspaces were left behind: $(ls -A "$S/.work")"
+ok "a scripted run converges all eight arms into records and results.json"
+
+# ---- again: everything is reused, nothing changes ----
+sum_before=$(cat "$S"/problems/*/*/record.json | sha256sum)
+expect_rc 0 "second run" mkbrun test/m1 --arms all --agent-env AGENT_NO_SKILL=tirx
+expect_err "8 trials listed, 0 to run" "the second run reuses everything"
+[[ $(cat "$S"/problems/*/*/record.json | sha256sum) == "$sum_before" ]] || fail "records changed on a reuse"
+ok "a second run reuses every record"
+
+# ---- an agent that cannot run: error records, then RERUN converges ----
+expect_rc 1 "infra run" mkbrun test/m2 --trials '*solo*' --agent-env AGENT_MODE=infra
+d=$(tdir test-m2 p28_r1_solo_tirx)
+[[ $(jget "$d/record.json" error) == *"infrastructure failure (exit 75)"* ]] || fail "error record: $(cat "$d/record.json")"
+expect_rc 0 "dry run after errors" mkbrun test/m2 --trials '*solo*' --dry-run
+expect_out "RERUN   p28_r1_solo_tirx" "an error record is rerun"
+expect_rc 0 "rerun" mkbrun test/m2 --trials '*solo*'
+[[ $(jget "$d/record.json" verdict passed) == true ]] || fail "the rerun did not converge"
+ls "$T/results/test-m2/archive" | grep -q "__p28_r1_solo_tirx$" || fail "the error record was not archived"
+ok "error records are rerun and archived"
+
+# ---- a changed source skill: STALE, kept until --rerun-stale ----
+echo "- one more conclusion" >>"$(tdir test-m1 p28_r1_solo_cutedsl)/SKILL.md"
+expect_rc 1 "stale run" mkbrun test/m1 --arms all --agent-env AGENT_NO_SKILL=tirx
+expect_err "2 blocked" "two dependents are stale"
+grep -q "p28_r1_cutedsl2tirx_skill" "$T/err" || true
+expect_rc 0 "stale plan" mkbrun test/m1 --arms all --dry-run
+expect_out "STALE   p28_r1_cutedsl2tirx_skill  the skill changed" "the plan says why"
+expect_out "STALE   p28_r1_self_cutedsl" "self is stale too"
+expect_rc 0 "--rerun-stale" mkbrun test/m1 --arms all --agent-env AGENT_NO_SKILL=tirx --rerun-stale
+expect_err "2 to run" "only the stale trials run"
+cmp -s "$(tdir test-m1 p28_r1_cutedsl2tirx_skill)/skill_in.md" "$(tdir test-m1 p28_r1_solo_cutedsl)/SKILL.md" \
+    || fail "the rerun was not given the new skill"
+[[ $(ls "$S/archive" | grep -c "__p28_r1_") == 2 ]] || fail "archive: $(ls "$S/archive")"
+expect_rc 0 "converged" mkbrun test/m1 --arms all --dry-run
+expect_out "0 to run" "converged after --rerun-stale"
+ok "a changed skill makes its dependents STALE; --rerun-stale archives and reruns them"
+
+# ---- the lock ----
+sleep 60 &
+holder=$!
+pid_start=$(awk '{print $22}' "/proc/$holder/stat")
+"$PY" -c 'import json,sys,socket
+json.dump({"pid": int(sys.argv[2]), "host": socket.gethostname(), "started": "test",
+           "boot_id": open("/proc/sys/kernel/random/boot_id").read().strip(), "pid_start": int(sys.argv[3])},
+          open(sys.argv[1], "w"))' "$S/.lock" "$holder" "$pid_start"
+expect_rc 1 "locked store" mkbrun test/m1 --arms all
+expect_err "is locked by process $holder" "the holder is named"
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+expect_rc 0 "lock of a dead process" mkbrun test/m1 --arms all
+[[ ! -e $S/.lock ]] || fail "the lock was not released"
+ok "a live holder's lock is refused; a dead one's clears itself"
+
+# ---- the deadline ----
+expect_rc 0 "deadline" mkbrun test/m3 --trials '*solo_tirx' --wall-minutes 0.05 --agent-env AGENT_SLEEP=300
+d=$(tdir test-m3 p28_r1_solo_tirx)
+[[ $(jget "$d/record.json" agent timed_out) == true ]] || fail "not timed out: $(cat "$d/record.json")"
+[[ $(jget "$d/record.json" verdict passed) == true ]] || fail "the kernel on disk was not graded at the deadline"
+sleep 0.5
+if pgrep -f "agent-sleeper-$MARK-p28_r1_solo_tirx" >/dev/null; then fail "an agent process outlived the deadline"; fi
+ok "at the deadline every agent process dies and the kernel on disk gets the final verdict"

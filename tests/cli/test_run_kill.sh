@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The store survives kill -9: `mkb run` (16 trials: all arms, two replicates) is killed with
+# SIGKILL at random moments, again and again. After every kill, every record in the store must be
+# whole and valid, and every record that existed before must be unchanged; no agent process may
+# outlive mkb. A final run without interruption must converge to the same set of records as a run
+# that was never killed. The grader is the test-only fixture grader.sh (a stand-in for
+# `mkb grade`). The seed of the kill times is printed (set KILL_SEED to replay one).
+# Needs MKB, MKB_FIXTURES, bubblewrap and python3.
+set -euo pipefail
+source "$MKB_FIXTURES/protocol/lib.sh"
+
+seed=${KILL_SEED:-$(( $(date +%s) % 100000 ))}
+RANDOM=$seed
+echo "kill seed: $seed"
+
+# the reference: one run never interrupted
+expect_rc 0 "reference run" mkbrun test/ref --arms all --n-replicates 2 --n-concurrent 4 --agent-env AGENT_NO_SKILL=tirx
+ref_set=$(cd "$T/results/test-ref/problems" && ls -d */*/ | sort)
+
+check_store() {
+    "$PY" - "$T/results/test-kill" <<'EOF'
+import json, os, sys
+root = sys.argv[1]
+pdir = os.path.join(root, "problems")
+n = 0
+for prob in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
+    for coord in sorted(os.listdir(os.path.join(pdir, prob))):
+        path = os.path.join(pdir, prob, coord, "record.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            r = json.load(f)  # a torn record fails here
+        assert r["coordinate"] == coord, path
+        assert r["problem"]["name"] == prob, path
+        assert sum(r[k] is not None for k in ("verdict", "error", "skip")) == 1, path
+        assert len(r["stamps"]["task_fingerprint"]) == 64, path
+        n += 1
+print(n)
+EOF
+}
+
+snapshot() { (cd "$T/results/test-kill/problems" 2>/dev/null && find . -name record.json -exec sha256sum {} + | sort) || true; }
+
+kills=0
+for i in $(seq 1 7); do
+    before=$(snapshot)
+    "$MKB" run --model test/kill "${RUN_ARGS[@]}" --arms all --n-replicates 2 --n-concurrent 3 \
+        --agent-env AGENT_NO_SKILL=tirx --agent-env AGENT_SLEEP=0.$((RANDOM % 10)) \
+        >"$T/kill.out" 2>"$T/kill.err" &
+    pid=$!
+    delay=$(( RANDOM % 2700 + 300 ))
+    sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+    if kill -9 "$pid" 2>/dev/null; then kills=$((kills + 1)); fi
+    wait "$pid" 2>/dev/null || true
+    n=$(check_store) || fail "after kill $i (at ${delay} ms) a record is torn or invalid"
+    # every record that existed before is still there, byte for byte
+    while read -r line; do
+        [[ -z $line ]] && continue
+        grep -qxF -- "$line" <(snapshot) || fail "kill $i changed or lost a finished record: $line"
+    done <<<"$before"
+    sleep 0.3
+    if pgrep -f "agent-sleeper-$MARK-" >/dev/null; then fail "an agent process outlived mkb after kill $i"; fi
+    echo "kill $i at ${delay} ms: $n records, all valid"
+done
+(( kills >= 3 )) || fail "only $kills runs were killed before they finished; the test proves too little"
+ok "$kills kill -9s lost no finished record and corrupted none"
+
+expect_rc 0 "converging run" mkbrun test/kill --arms all --n-replicates 2 --n-concurrent 4 --agent-env AGENT_NO_SKILL=tirx
+kill_set=$(cd "$T/results/test-kill/problems" && ls -d */*/ | sort)
+[[ $kill_set == "$ref_set" ]] || fail "the killed store converged to other trials:
+$kill_set
+vs
+$ref_set"
+[[ $(check_store) == $(echo "$ref_set" | wc -l) ]] || fail "a trial has no record after converging"
+expect_rc 0 "nothing left" mkbrun test/kill --arms all --n-replicates 2 --dry-run
+expect_out "0 to run" "the store converged"
+[[ -f $T/results/test-kill/results.json ]] || fail "no results.json"
+ok "after the kills one more run converges to the same records as an uninterrupted run"

@@ -1,0 +1,185 @@
+/* Tests of verdict assembly and the pass decision (src/grade/verdict.h) and of the seeds
+ * (src/grade/seeds.h): passed only with everything in place; each missing piece fails it; a
+ * harness error exits 3; the report names the mismatch, the findings and the error. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grade/seeds.h"
+#include "grade/verdict.h"
+
+static json_t *samples(int n, double base) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(base + 0.001 * i));
+    return a;
+}
+
+static json_t *good_candidate(void) {
+    return json_pack("{s:s, s:b, s:i, s:i, s:o, s:o, s:[], s:n, s:s}", "kind", "result", "imported", 1,
+                     "correct_draws", 5, "timing_verified", 50, "kernel_ms_samples", samples(50, 1.0),
+                     "warmup_ms_samples", samples(10, 2.0), "findings", "error", "stage", "done");
+}
+
+static json_t *good_baseline(void) {
+    return json_pack("{s:s, s:o, s:s}", "kind", "result", "eager_ms_samples", samples(50, 3.0), "stage", "done");
+}
+
+static json_t *assemble(json_t *cand, json_t *base, json_t *pfind, json_t *perr, bool harness) {
+    struct mkb_verdict_facts f = {.problem_id = 28, .problem_name = "28_x", .dsl = "cutedsl", .dsl_title = "CuTe DSL",
+                                  .kernel_path = "k.py", .kernel_bytes = 10, .kernel_sha256 = "ab",
+                                  .candidate = cand, .baseline = base, .parent_findings = pfind,
+                                  .parent_error = perr, .sol_ms = 0.5, .wall_total_s = 12,
+                                  .harness_error = harness};
+    return mkb_verdict_assemble(&f);
+}
+
+Test(verdict, median) {
+    double a[] = {3, 1, 2};
+    cr_assert_eq(mkb_median(a, 3), 2);
+    double b[] = {4, 1, 3, 2};
+    cr_assert_eq(mkb_median(b, 4), 2.5);
+    cr_assert(isnan(mkb_median(a, 0)));
+}
+
+Test(verdict, all_good_passes) {
+    json_t *c = good_candidate(), *b = good_baseline();
+    json_t *v = assemble(c, b, NULL, NULL, false);
+    cr_assert(json_is_true(json_object_get(v, "passed")));
+    double k = json_real_value(json_object_get(v, "kernel_ms")), e = json_real_value(json_object_get(v, "eager_ms"));
+    cr_assert_float_eq(k, 1.0245, 1e-12);
+    cr_assert_float_eq(e, 3.0245, 1e-12);
+    cr_assert_float_eq(json_real_value(json_object_get(v, "speedup")), e / k, 1e-12);
+    cr_assert_float_eq(json_real_value(json_object_get(v, "sol_fraction")), 0.5 / k, 1e-12);
+    cr_assert_eq(json_array_size(json_object_get(json_object_get(v, "samples"), "kernel_ms")), 50);
+    cr_assert_eq(mkb_verdict_exit_code(v), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "format")), MKB_VERDICT_FORMAT);
+    json_decref(v);
+    json_decref(c);
+    json_decref(b);
+}
+
+Test(verdict, each_missing_piece_fails) {
+    json_t *b = good_baseline();
+    /* 4 of 5 correct */
+    json_t *c = good_candidate();
+    json_object_set_new(c, "correct_draws", json_integer(4));
+    json_t *v = assemble(c, b, NULL, NULL, false);
+    cr_assert(!json_is_true(json_object_get(v, "passed")));
+    cr_assert(!json_is_true(json_object_get(v, "correct")));
+    cr_assert(json_is_null(json_object_get(v, "speedup")));
+    cr_assert_eq(mkb_verdict_exit_code(v), 1);
+    json_decref(v);
+    json_decref(c);
+    /* one timed draw not re-verified */
+    c = good_candidate();
+    json_object_set_new(c, "timing_verified", json_integer(49));
+    v = assemble(c, b, NULL, NULL, false);
+    cr_assert(!json_is_true(json_object_get(v, "passed")));
+    cr_assert(json_is_true(json_object_get(v, "correct")));
+    json_decref(v);
+    json_decref(c);
+    /* a finding from the child */
+    c = good_candidate();
+    json_array_append_new(json_object_get(c, "findings"),
+                          json_pack("{s:s, s:s}", "rule", "no-dsl-kernel", "message", "no DSL kernel"));
+    v = assemble(c, b, NULL, NULL, false);
+    cr_assert(!json_is_true(json_object_get(v, "passed")));
+    json_decref(v);
+    json_decref(c);
+    /* a finding from the parent (source scan, result channel) */
+    c = good_candidate();
+    json_t *pf = json_pack("[{s:s, s:s}]", "rule", "source-scan", "message", "uses triton");
+    v = assemble(c, b, pf, NULL, false);
+    cr_assert(!json_is_true(json_object_get(v, "passed")));
+    cr_assert_eq(json_array_size(json_object_get(v, "findings")), 1);
+    json_decref(v);
+    json_decref(pf);
+    /* too few timing samples */
+    json_object_set_new(c, "kernel_ms_samples", samples(49, 1.0));
+    v = assemble(c, b, NULL, NULL, false);
+    cr_assert(!json_is_true(json_object_get(v, "passed")));
+    cr_assert(json_is_null(json_object_get(v, "kernel_ms")));
+    json_decref(v);
+    json_decref(c);
+    /* no authenticated result at all: a crash */
+    json_t *err = json_pack("{s:s, s:s, s:s}", "kind", "crash", "stage", "timing", "message", "signal 11");
+    v = assemble(NULL, NULL, NULL, err, false);
+    cr_assert(!json_is_true(json_object_get(v, "passed")));
+    cr_assert(!json_is_true(json_object_get(v, "authenticated")));
+    cr_assert_str_eq(json_string_value(json_object_get(v, "stage")), "timing");
+    cr_assert_eq(mkb_verdict_exit_code(v), 1, "a crash is a verdict, not a harness failure");
+    json_decref(v);
+    json_decref(err);
+    json_decref(b);
+}
+
+Test(verdict, harness_error_exits_3) {
+    json_t *c = json_pack("{s:b, s:b, s:{s:s, s:s}}", "imported", 0, "harness_error", 1, "error", "kind", "harness",
+                          "message", "no GPU");
+    json_t *v = assemble(c, NULL, NULL, NULL, true);
+    cr_assert_eq(mkb_verdict_exit_code(v), 3);
+    json_decref(v);
+    json_decref(c);
+}
+
+Test(verdict, report_names_what_went_wrong) {
+    json_t *c = good_candidate();
+    json_object_set_new(c, "correct_draws", json_integer(3));
+    json_object_set_new(c, "mismatch", json_pack("{s:s, s:i, s:s}", "phase", "correctness", "draw", 1, "message",
+                                                 "output 'y' [8, 64] bf16: 3 of 512 elements exceed the allowance"));
+    json_array_append_new(json_object_get(c, "findings"),
+                          json_pack("{s:s, s:s, s:s}", "rule", "no-dsl-kernel", "message", "no CuTe DSL kernel",
+                                    "stage", "correctness"));
+    json_object_set_new(c, "error", json_pack("{s:s, s:s, s:s, s:s}", "kind", "exception", "stage", "correctness",
+                                              "message", "ValueError: boom", "traceback",
+                                              "Traceback (most recent call last):\n  File \"kernel.py\", line 3\n"));
+    json_t *v = assemble(c, NULL, NULL, NULL, false);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mkb_verdict_render(v, f);
+    fclose(f);
+    cr_assert(strstr(buf, "correct:     no (3/5 draws)"), "%s", buf);
+    cr_assert(strstr(buf, "correctness draw 2: output 'y'"), "%s", buf);
+    cr_assert(strstr(buf, "no-dsl-kernel (correctness): no CuTe DSL kernel"), "%s", buf);
+    cr_assert(strstr(buf, "ValueError: boom"), "%s", buf);
+    cr_assert(strstr(buf, "  | Traceback"), "%s", buf);
+    cr_assert(strstr(buf, "passed:      no"), "%s", buf);
+    free(buf);
+    json_decref(v);
+    json_decref(c);
+}
+
+Test(seeds, draw_and_round_trip) {
+    struct mkb_seeds s, t;
+    cr_assert_eq(mkb_seeds_draw(&s), MKB_OK);
+    bool distinct = false;
+    for (int i = 0; i < MKB_GRADE_TIMING_DRAWS; i++) {
+        cr_assert(s.timing[i] >> 63 == 0, "63-bit seeds");
+        if (i && s.timing[i] != s.timing[0]) distinct = true;
+    }
+    cr_assert(distinct);
+    json_t *j = mkb_seeds_to_json(&s);
+    cr_assert(json_is_string(json_array_get(json_object_get(j, "timing"), 0)));
+    cr_assert_eq(mkb_seeds_from_json(j, &t), MKB_OK);
+    cr_assert(memcmp(&s, &t, sizeof s) == 0);
+    json_decref(j);
+}
+
+Test(seeds, bad_files_are_named) {
+    struct mkb_seeds s;
+    json_t *j = json_pack("{s:[i,i,i,i,i], s:[], s:[]}", "correctness", 1, 2, 3, 4, 5, "warmup", "timing");
+    cr_assert_eq(mkb_seeds_from_json(j, &s), MKB_ERR_INVALID);
+    cr_assert(strstr(mkb_error_message(), "'warmup' has 0 seeds, expected 10"), "%s", mkb_error_message());
+    json_decref(j);
+    j = json_pack("{s:[i,i,i,i,s]}", "correctness", 1, 2, 3, 4, "12x");
+    cr_assert_eq(mkb_seeds_from_json(j, &s), MKB_ERR_INVALID);
+    cr_assert(strstr(mkb_error_message(), "'correctness'[4] '12x'"), "%s", mkb_error_message());
+    json_decref(j);
+    j = json_pack("{s:[i,i,i,i,s]}", "correctness", 1, 2, 3, 4, "9223372036854775808");
+    cr_assert_eq(mkb_seeds_from_json(j, &s), MKB_ERR_INVALID);
+    cr_assert(strstr(mkb_error_message(), "below 2^63"), "%s", mkb_error_message());
+    json_decref(j);
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# On a GPU host: validate mkb grade end to end and record what docs/gpu-validation.md reports.
+#   1. env        the GPU, torch, and both DSLs importable (mkb env check)
+#   2. solutions  every tests/solutions/<dsl>/*.py graded at full scale: each must pass
+#   3. exploits   every tests/exploits/*.py marked "where: gpu" (and the cpu ones, now with torch
+#                 and the DSL preloaded): each must be rejected, with the findings it names
+#   4. spread     one solution graded 5 times: the spread of the kernel medians
+#   5. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
+#                 Python): the grader's overhead against it
+# Everything lands in OUTDIR: one verdict JSON per grade, log.txt, summary.json, and a table at
+# the end of the output.
+#
+# usage: tools/gpu/validate-grader.sh [OUTDIR] [STEP...]     (OUTDIR default $OUT or /tmp/mkb-validate)
+# The programs come from .grade-bundle/ (tools/gpu/grade-bundle.sh, built elsewhere and carried)
+# or MKB_BIN=DIR. MKB_SITE=DIR adds a site directory of unpacked wheels (tools/gpu/stage-wheels.sh).
+# MKB_DEADLINE (default 540) stops starting grades after that many seconds. MKB_SPREAD_KERNEL
+# picks the solution of step 4 (default: the cutedsl problem-28 sample).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-${OUT:-/tmp/mkb-validate}}
+shift || true
+steps=${*:-env solutions exploits spread paper}
+bin=${MKB_BIN:-$root/.grade-bundle/bin}
+mkdir -p "$out"
+log=$out/log.txt
+t_start=$(date +%s)
+deadline=${MKB_DEADLINE:-540}
+libdir=/tmp/mkb-grade-libs
+rm -rf "$libdir"
+mkdir -p "$libdir"
+for l in "$root"/.grade-bundle/lib/*; do
+    [ -e "$l" ] || continue
+    ldconfig -p | grep -q "$(basename "$l") " || ln -s "$l" "$libdir/"
+done
+export LD_LIBRARY_PATH="$libdir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="/usr/local/cuda/bin:$PATH"
+export MKB_CACHE_DIR=${MKB_CACHE_DIR:-/tmp/mkb-cache}
+if [[ -z ${MKB_CUPTI_LIB:-} ]]; then
+    cupti=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcupti.so*' -not -path '*/stubs/*' 2>/dev/null | sort | head -1)
+    [[ -n $cupti ]] && export MKB_CUPTI_LIB=$cupti
+fi
+MKB=$bin/mkb
+PY=${MKB_PYTHON:-$(command -v python3)}
+SITE=()
+[[ -n ${MKB_SITE:-} ]] && SITE=(--site "$MKB_SITE")
+say() { echo "$*" | tee -a "$log"; }
+left() { echo $((deadline - ($(date +%s) - t_start))); }
+
+grade() { # grade NAME PROBLEM DSL KERNEL [extra args]: verdict in $out/NAME.json, one summary line
+    local name=$1 problem=$2 dsl=$3 kernel=$4
+    shift 4
+    if [[ $(left) -le 0 ]]; then say "SKIP $name: past the deadline"; return; fi
+    local t0=$(date +%s.%N)
+    "$MKB" grade --problem "$problem" --dsl "$dsl" --python "$PY" "${SITE[@]}" --json --out "$out/$name.json" \
+        "$@" "$kernel" >/dev/null 2>>"$log"
+    local rc=$?
+    local t1=$(date +%s.%N)
+    python3 - "$out/$name.json" "$name" "$rc" "$t0" "$t1" <<'PY' | tee -a "$log"
+import json, sys
+path, name, rc, t0, t1 = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+try:
+    v = json.load(open(path))
+except Exception as exc:
+    print(f"{name:40s} rc={rc} no verdict ({exc})")
+    sys.exit(0)
+f = ",".join(sorted({x["rule"] for x in v.get("findings", [])})) or "-"
+err = (v.get("error") or {})
+e = (err.get("kind", "") + ": " + err.get("message", "")[:120]) if err else ""
+k, ea, sp = v.get("kernel_ms"), v.get("eager_ms"), v.get("speedup")
+fmt = lambda x: "-" if x is None else f"{x:.4f}"
+print(f"{name:40s} rc={rc} passed={v.get('passed')} correct={v['draws']['correctness']['passed']}/5 "
+      f"verified={v['draws']['timing']['verified']}/50 kernel_ms={fmt(k)} eager_ms={fmt(ea)} speedup={fmt(sp)} "
+      f"wall={float(t1) - float(t0):.1f}s findings={f} {e}")
+PY
+}
+
+for step in $steps; do
+    say "== $step (t=$(($(date +%s) - t_start)) s)"
+    case $step in
+    env)
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
+        say "cupti: ${MKB_CUPTI_LIB:-not found}; child: $(ldd "$bin/mkb-grade-child" | grep -E 'python|not found' | tr -s ' ' | tr '\n' ' ')"
+        "$PY" -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())' 2>&1 | tee -a "$log"
+        for dsl in cutedsl tirx; do
+            "$MKB" env check --dsl "$dsl" --python "$PY" ${MKB_SITE:+--site "$MKB_SITE"} 2>&1 | tee -a "$log"
+        done
+        ;;
+    solutions)
+        for k in "$root"/tests/solutions/*/*.py; do
+            dsl=$(basename "$(dirname "$k")")
+            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+            grade "solution-$dsl-$(basename "$k" .py)" "$p" "$dsl" "$k"
+        done
+        ;;
+    exploits)
+        # without the DSL on this host, the exploits (pure torch) still run with torch preloaded
+        pre=all
+        "$MKB" env check --dsl cutedsl --python "$PY" ${MKB_SITE:+--site "$MKB_SITE"} >/dev/null 2>&1 || pre=torch
+        for k in "$root"/tests/exploits/*.py; do
+            expect=$(sed -n 's/^# expect: *//p' "$k" | head -1)
+            grade "exploit-$(basename "$k" .py)" 28 cutedsl "$k" --scale test --no-baseline --preload "$pre"
+            say "    expected: $expect"
+        done
+        ;;
+    spread)
+        k=${MKB_SPREAD_KERNEL:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py}
+        dsl=$(basename "$(dirname "$k")")
+        p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+        for i in 1 2 3 4 5; do grade "spread-$i" "$p" "$dsl" "$k"; done
+        ;;
+    paper)
+        k=${MKB_SPREAD_KERNEL:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py}
+        p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+        "$PY" "$root/tools/gpu/paper_loop.py" --problem "$p" --kernel "$k" ${MKB_SITE:+--site "$MKB_SITE"} \
+            >"$out/paper_loop.json" 2>>"$log"
+        cat "$out/paper_loop.json" | tee -a "$log"
+        ;;
+    *) say "unknown step $step" ;;
+    esac
+done
+
+python3 - "$out" <<'PY' | tee -a "$log"
+import glob, json, os, statistics, sys
+out = sys.argv[1]
+rows = {}
+for p in sorted(glob.glob(os.path.join(out, "*.json"))):
+    name = os.path.basename(p)[:-5]
+    if name in ("summary", "paper_loop"):
+        continue
+    try:
+        v = json.load(open(p))
+    except Exception:
+        continue
+    rows[name] = {"passed": v.get("passed"), "kernel_ms": v.get("kernel_ms"), "eager_ms": v.get("eager_ms"),
+                  "speedup": v.get("speedup"), "findings": sorted({f["rule"] for f in v.get("findings", [])}),
+                  "error": (v.get("error") or {}).get("kind"), "wall_s": v.get("wall_s")}
+spread = [r["kernel_ms"] for n, r in rows.items() if n.startswith("spread-") and r["kernel_ms"]]
+summary = {"grades": rows}
+if len(spread) >= 2:
+    med = statistics.median(spread)
+    summary["spread"] = {"kernel_ms": spread, "median": med, "range_over_median": (max(spread) - min(spread)) / med}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2, sort_keys=True)
+print("summary:", json.dumps(summary.get("spread", {})))
+sol = [n for n in rows if n.startswith("solution-")]
+print(f"solutions passed: {sum(1 for n in sol if rows[n]['passed'])}/{len(sol)}")
+exp = [n for n in rows if n.startswith("exploit-")]
+print(f"exploits rejected: {sum(1 for n in exp if not rows[n]['passed'])}/{len(exp)}")
+PY
