@@ -3,6 +3,8 @@
 # apt-get is available and we may use it) and build build/mkb. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the CUDA toolkit, when installed in its usual place, builds the CUDA backend
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 if command -v apt-get >/dev/null 2>&1 && [ "${MKB_NO_APT:-0}" != 1 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -3,6 +3,8 @@
 # GPU tests skip (ctest reports them as skipped) on machines without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the CUDA toolkit, when installed in its usual place, builds the CUDA backend
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 jobs=$(nproc 2>/dev/null || echo 2)
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

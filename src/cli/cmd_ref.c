@@ -269,6 +269,7 @@ int cmd_ref(int argc, char **argv) {
 
     double t0 = now_s();
     s = mkb_problem_generate(&c, p, &d, &in);
+    if (s == MKB_OK) s = be->sync(be); /* device work is asynchronous: time it finished */
     double t1 = now_s(), t2 = t1;
     if (s == MKB_OK) {
         run_in = in;
@@ -276,8 +277,12 @@ int cmd_ref(int argc, char **argv) {
     }
     if (s == MKB_OK) {
         c.precision = prec;
+        s = be->sync(be);
         t1 = now_s();
+    }
+    if (s == MKB_OK) {
         s = mkb_problem_run(&c, p, &d, &run_in, out);
+        if (s == MKB_OK) s = be->sync(be);
         t2 = now_s();
     }
     for (int i = 0; s == MKB_OK && i < nout; i++) s = output_stats(&c, out[i], &stats[i]);

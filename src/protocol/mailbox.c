@@ -31,8 +31,11 @@ enum mkb_status mkb_mailbox_open(struct mkb_mailbox *m, const struct mkb_mailbox
     m->listen_fd = -1;
     pthread_mutex_init(&m->mu, NULL);
     /* a short private path: socket paths are limited to 108 bytes */
-    snprintf(m->dir, sizeof m->dir, "/tmp/mkb-mailbox-XXXXXX");
-    if (!mkdtemp(m->dir)) return mkb_error(MKB_ERR_IO, "cannot create a mailbox directory in /tmp: %s", strerror(errno));
+    const char *parent = cfg->parent ? cfg->parent : "/tmp";
+    if ((size_t)snprintf(m->dir, sizeof m->dir, "%s/mailbox-XXXXXX", parent) >= sizeof m->dir)
+        return mkb_error(MKB_ERR_INVALID, "the mailbox directory '%s' is too long for a socket path", parent);
+    if (!mkdtemp(m->dir))
+        return mkb_error(MKB_ERR_IO, "cannot create a mailbox directory in '%s': %s", parent, strerror(errno));
     snprintf(m->socket_path, sizeof m->socket_path, "%s/mailbox.sock", m->dir);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {

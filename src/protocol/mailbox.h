@@ -37,12 +37,14 @@ struct mkb_mailbox_cfg {
     int64_t total;             /* submissions allowed */
     double start, deadline;    /* mkb_proc_now() times of the trial */
     struct mkb_transcript *transcript; /* may be NULL */
+    const char *parent;        /* where the private socket directory goes; NULL: /tmp (keep it short:
+                                  a socket path is limited to 107 bytes) */
 };
 
 struct mkb_mailbox {
     struct mkb_mailbox_cfg cfg;
-    char dir[128];             /* private host directory (mode 0700) holding the socket */
-    char socket_path[160];
+    char dir[112];             /* private host directory (mode 0700) holding the socket */
+    char socket_path[128];
     int listen_fd;
     pthread_t thread;
     bool started;

@@ -5,7 +5,9 @@
 #include "core/log.h"
 #include "protocol/runner.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -73,6 +75,9 @@ struct sandbox_base {
 };
 
 struct runner {
+    char mailboxes[64]; /* /tmp/mkb-mailboxes-<uid> (0700): every run's mailboxes; hidden from sandboxes */
+    char run_dir[96];   /* this run's directory in it: run-<pid>-XXXXXX */
+    const char **hide;  /* o->hide plus run_dir */
     struct mkb_store_w *s;
     const struct mkb_plan *plan;
     struct mkb_grader *g;
@@ -346,7 +351,8 @@ static enum mkb_status run_agent(struct trial *tr, const char *trial_dir, const 
                                  .total = R->o->budget.submissions,
                                  .start = start,
                                  .deadline = deadline,
-                                 .transcript = ts};
+                                 .transcript = ts,
+                                 .parent = R->run_dir};
     MKB_TRY(mkb_mailbox_open(&tr->mbox, &mc));
     tr->mbox_live = 1;
     enum mkb_status s = mkb_mailbox_start(&tr->mbox);
@@ -371,7 +377,7 @@ static enum mkb_status run_agent(struct trial *tr, const char *trial_dir, const 
                                  .workspace = workspace,
                                  .ro = ro,
                                  .n_ro = nro,
-                                 .hide = R->o->hide,
+                                 .hide = R->hide,
                                  .env = (const char *const *)env,
                                  .path_prepend = path_prepend,
                                  .network = R->o->network};
@@ -453,7 +459,7 @@ static void run_trial(struct trial *tr) {
     const struct mkb_plan_trial *t = tr->t;
     char started[32];
     mkb_iso_now(started);
-    char trial_dir[PATH_MAX], work[PATH_MAX], workspace[PATH_MAX], path[PATH_MAX];
+    char trial_dir[PATH_MAX], work[PATH_MAX] = "", workspace[PATH_MAX], path[PATH_MAX];
     struct mkb_skill skill = {0};
     enum mkb_status s = mkb_store_trial_dir(R->s, t->problem->name, t->coordinate, trial_dir, sizeof trial_dir);
     if (s == MKB_OK) s = mkb_pathf(work, sizeof work, "%s/.work/%s", R->s->dir, t->coordinate);
@@ -518,6 +524,10 @@ static void run_trial(struct trial *tr) {
     if (s == MKB_OK) s = run_agent(tr, trial_dir, workspace, task, instruction_path, instruction, &ts, &a);
     free(instruction);
     instruction = NULL;
+    if (s != MKB_OK || a.interrupted) {
+        json_decref(a.usage);
+        a.usage = NULL;
+    }
     if (s != MKB_OK) {
         char msg[1200];
         mkb_fmt(msg, sizeof msg, "could not set the trial up: %s", mkb_error_message());
@@ -750,6 +760,34 @@ static void draw_view(struct runner *R) {
     R->view_lines = lines;
 }
 
+/* The trials' mailbox sockets live in /tmp/mkb-mailboxes-<uid>/run-XXXXXX/: short paths (a socket
+ * path has at most 107 bytes), one private directory per user that every sandbox masks (so a
+ * broad --sandbox-ro cannot reach another trial's mailbox, of this run or another). */
+static enum mkb_status mailbox_parent(struct runner *R) {
+    snprintf(R->mailboxes, sizeof R->mailboxes, "/tmp/mkb-mailboxes-%ld", (long)geteuid());
+    if (mkdir(R->mailboxes, 0700) != 0 && errno != EEXIST)
+        return mkb_error(MKB_ERR_IO, "cannot create '%s': %s", R->mailboxes, strerror(errno));
+    struct stat st;
+    if (lstat(R->mailboxes, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0077))
+        return mkb_error(MKB_ERR_IO, "'%s' is not a private directory of this user; remove it", R->mailboxes);
+    /* what runs killed with -9 left behind: run-<pid>-* of processes that are gone */
+    DIR *d = opendir(R->mailboxes);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid;
+        if (sscanf(e->d_name, "run-%ld-", &pid) != 1 || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char old[PATH_MAX];
+        if (mkb_pathf(old, sizeof old, "%s/%s", R->mailboxes, e->d_name) == MKB_OK && mkb_rmtree(old) == MKB_OK)
+            continue;
+        mkb_error_clear();
+    }
+    if (d) closedir(d);
+    snprintf(R->run_dir, sizeof R->run_dir, "%s/run-%ld-XXXXXX", R->mailboxes, (long)getpid());
+    if (!mkdtemp(R->run_dir)) return mkb_error(MKB_ERR_IO, "cannot create a directory in '%s': %s", R->mailboxes, strerror(errno));
+    return MKB_OK;
+}
+
 static int cmp_order(const void *a, const void *b, void *ctx) {
     const struct mkb_plan *p = ctx;
     const struct mkb_plan_trial *x = &p->t[*(const int64_t *)a], *y = &p->t[*(const int64_t *)b];
@@ -789,10 +827,19 @@ enum mkb_status mkb_run_trials(struct mkb_store_w *s, const struct mkb_plan *pla
     if (st == MKB_OK) st = mkb_template_path("mkb-submit", R->base.submit, sizeof R->base.submit);
     if (st == MKB_OK && access(R->base.submit, R_OK) != 0)
         st = mkb_error(MKB_ERR_NOT_FOUND, "cannot read '%s' (set MKB_TEMPLATES_DIR)", R->base.submit);
+    int64_t nhide = 0;
+    while (o->hide && o->hide[nhide]) nhide++;
+    R->hide = calloc((size_t)nhide + 2, sizeof *R->hide);
+    for (int64_t i = 0; R->hide && i < nhide; i++) R->hide[i] = o->hide[i];
+    if (st == MKB_OK && !R->hide) st = mkb_error(MKB_ERR_NOMEM, "out of memory for the runner");
+    if (st == MKB_OK) st = mailbox_parent(R);
+    if (st == MKB_OK) R->hide[nhide] = R->mailboxes;
     R->trials = calloc((size_t)(plan->n ? plan->n : 1), sizeof *R->trials);
     R->order = calloc((size_t)(plan->n ? plan->n : 1), sizeof *R->order);
     if (st == MKB_OK && (!R->trials || !R->order)) st = mkb_error(MKB_ERR_NOMEM, "out of memory for the runner");
     if (st != MKB_OK) {
+        if (R->run_dir[0] && !strstr(R->run_dir, "XXXXXX")) rmdir(R->run_dir);
+        free(R->hide);
         free(R->trials);
         free(R->order);
         free(R);
@@ -897,6 +944,8 @@ enum mkb_status mkb_run_trials(struct mkb_store_w *s, const struct mkb_plan *pla
         }
     }
     clear_view(R);
+    rmdir(R->run_dir);
+    free(R->hide);
     free(R->trials);
     free(R->order);
     pthread_mutex_destroy(&R->mu);

@@ -1,9 +1,11 @@
 /* Task rendering and fingerprints (see task.h). */
 #include "protocol/task.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,21 @@ void mkb_task_name(const struct mkb_problem *p, const struct mkb_dsl *d, char *b
     snprintf(buf, cap, "%s_%s", p->name, d->name);
 }
 
+/* Scratch directories mkb-build-<pid>-* of processes that are gone (killed with -9). */
+static void remove_stale_scratch(const char *tmpdir) {
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid;
+        if (sscanf(e->d_name, "mkb-build-%ld-", &pid) != 1 || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[4096];
+        if (mkb_pathf(path, sizeof path, "%s/%s", tmpdir, e->d_name) != MKB_OK || mkb_rmtree(path) != MKB_OK)
+            mkb_error_clear();
+    }
+    if (d) closedir(d);
+}
+
 enum mkb_status mkb_task_builder_new(const struct mkb_task_opts *o, struct mkb_task_builder **out) {
     struct mkb_task_builder *b = calloc(1, sizeof *b);
     if (!b) return mkb_error(MKB_ERR_NOMEM, "out of memory for the task builder");
@@ -57,7 +74,9 @@ enum mkb_status mkb_task_builder_new(const struct mkb_task_opts *o, struct mkb_t
     if (o->python) snprintf(b->python, sizeof b->python, "%s", o->python);
     b->docs = calloc((size_t)mkb_dsl_count, sizeof *b->docs);
     const char *tmpdir = getenv("TMPDIR");
-    snprintf(b->tmp, sizeof b->tmp, "%s/mkb-build-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
+    remove_stale_scratch(tmpdir);
+    snprintf(b->tmp, sizeof b->tmp, "%s/mkb-build-%ld-XXXXXX", tmpdir, (long)getpid());
     if (!b->docs) {
         free(b);
         return mkb_error(MKB_ERR_NOMEM, "out of memory for the task builder");
@@ -394,6 +413,7 @@ static enum mkb_status fill(struct mkb_task_builder *b, const struct mkb_problem
         {"dsl.package", d->package},
         {"dsl.module", module},
         {"dsl.import_example", d->import_example},
+        {"dsl.about", d->about},
         {"dsl.docs_note", docs_note},
         {"kernel.max_bytes", kmax},
         {"skill.max_bytes", smax},

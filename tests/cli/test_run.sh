@@ -118,6 +118,14 @@ expect_rc 0 "converged" mkbrun test/m1 --arms all --dry-run
 expect_out "0 to run" "converged after --rerun-stale"
 ok "a changed skill makes its dependents STALE; --rerun-stale archives and reruns them"
 
+# ---- a changed task: every trial of it is STALE ----
+cp -r "$MKB_SOURCE_DIR/templates" "$T/tpl"
+echo "One more sentence for the agent." >>"$T/tpl/instruction.md"
+MKB_TEMPLATES_DIR=$T/tpl expect_rc 0 "changed task" mkbrun test/m1 --arms all --dry-run
+expect_out "8 trials: 0 RUN, 0 RERUN, 8 STALE" "every trial of a changed task is stale"
+expect_out "STALE   p28_r1_solo_tirx           the task changed (fingerprint" "the plan says why"
+ok "a changed task makes its trials STALE"
+
 # ---- the lock ----
 sleep 60 &
 holder=$!

@@ -3,9 +3,10 @@
 # escape.sh) run by `mkb run` tries to write outside its workspace (the system, the task, the
 # result store, a host directory, a sysctl), read the store, the grader and the source tree, reach
 # the host's loopback and the outside network, see GPU and disk devices, become root, and leave a
-# process behind. Every attempt must be blocked, and the host is checked afterwards. The test
-# binds the whole scratch directory read-only (--sandbox-ro), so the store inside it is reachable
-# only if mkb's masking of the store fails. The grader is the test-only fixture grader.sh.
+# process behind, and reach the mailboxes of other trials. Every attempt must be blocked, and the
+# host is checked afterwards. The test binds the scratch directory and the host's /tmp read-only
+# (--sandbox-ro), so the store and the mailboxes inside them are reachable only if mkb's masking
+# fails. The grader is the test-only fixture grader.sh.
 # Needs MKB, MKB_FIXTURES, MKB_SOURCE_DIR, bubblewrap and python3.
 set -euo pipefail
 source "$MKB_FIXTURES/protocol/lib.sh"
@@ -28,8 +29,8 @@ expect_rc 0 "a first trial" mkbrun test/esc --trials '*solo_cutedsl'
 STORE=$T/results/test-esc
 [[ -f $STORE/store.json ]] || fail "no store"
 expect_rc 0 "escape run" "$MKB" run --model test/esc --problems 28 --trials '*solo_tirx' \
-    --agent-cmd "$T/agent/escape.sh" --sandbox-ro "$T" --grader-cmd "$FIX/grader.sh" --python "$PY" \
-    --wall-minutes 1 --progress lines --agent-env "PROBE_STORE=$STORE" --agent-env "PROBE_OUTSIDE=$T/outside" \
+    --agent-cmd "$T/agent/escape.sh" --sandbox-ro "$T" --sandbox-ro /tmp --grader-cmd "$FIX/grader.sh" \
+    --python "$PY" --wall-minutes 1 --progress lines --agent-env "PROBE_STORE=$STORE" --agent-env "PROBE_OUTSIDE=$T/outside" \
     --agent-env "PROBE_GRADER=$FIX/grader.sh" --agent-env "PROBE_SOURCE=$MKB_SOURCE_DIR" \
     --agent-env "PROBE_TASKS=$T/tasks" --agent-env "PROBE_PORT=$port" --agent-env "AGENT_MARK=$MARK"
 d=$(tdir test-esc p28_r1_solo_tirx)
@@ -38,7 +39,8 @@ for line in open(sys.argv[1]):
     e = json.loads(line)
     if e["type"] == "output": sys.stdout.write(e["text"])' "$d/transcript.jsonl" >"$T/probes"
 probes=(write_usr write_etc write_root write_task write_tools write_store write_outside write_sysctl read_store
-        list_store read_grader read_source read_tasks net_host net_far gpu_nodes host_devices become_root)
+        list_store read_grader read_source read_tasks other_mailboxes net_host net_far gpu_nodes host_devices
+        become_root)
 for p in "${probes[@]}"; do
     grep -q "^PROBE $p " "$T/probes" || fail "probe $p did not run: $(cat "$T/probes")"
     grep -q "^PROBE $p blocked$" "$T/probes" || fail "the sandbox let the agent through: $(grep "^PROBE $p " "$T/probes")"

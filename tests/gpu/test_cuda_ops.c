@@ -272,9 +272,11 @@ static double tol_factor(const struct tcase *t, enum mkb_dtype out) {
 }
 
 static void case_name(const struct tcase *t, char *buf, size_t cap) {
-    const char *fam = t->fam == F_GEN ? "gen" : "";
     char extra[96] = "";
     switch (t->fam) {
+    case F_COPY:
+        if (t->op == MKB_OP_CAST) snprintf(extra, sizeof extra, " -> %s", mkb_dtype_name(t->b));
+        break;
     case F_BINARY: snprintf(extra, sizeof extra, " b=%s", mkb_dtype_name(t->b)); break;
     case F_CAST: snprintf(extra, sizeof extra, " -> %s", mkb_dtype_name(t->b)); break;
     case F_GATHER: case F_INDEX_ADD:
@@ -287,7 +289,7 @@ static void case_name(const struct tcase *t, char *buf, size_t cap) {
     case F_SCALAR: case F_GEN: snprintf(extra, sizeof extra, " s=%g", t->param); break;
     default: break;
     }
-    snprintf(buf, cap, "%s%s %s [%" PRId64 "x%" PRId64 "x%" PRId64 "] %s%s", fam, mkb_op_name(t->op),
+    snprintf(buf, cap, "%s %s [%" PRId64 "x%" PRId64 "x%" PRId64 "] %s%s", mkb_op_name(t->op),
              mkb_dtype_name(t->a), t->m, t->n, t->k, layout_name[t->layout], extra);
 }
 

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/files.h"
+#include "agent/textproto.h"
 #include "agent/transcript.h"
 #include "agent/trial.h"
 #include "protocol/sandbox.h"
@@ -722,4 +724,60 @@ Test(agent, an_interrupt_stops_a_long_command_at_once, .init = setup, .fini = te
     cr_assert(mkb_chat_now() - t0 < 3, "took %.2f s", mkb_chat_now() - t0);
     cr_assert_str_eq(json_string_value(json_object_get(o.usage, "stop")), "cancelled");
     json_decref(o.usage);
+}
+
+Test(textproto, what_counts_as_one_action) {
+    enum mkb_text_action k;
+    char *cmd = NULL, why[512];
+    cr_assert_eq(mkb_text_parse("Plan.\n```sh\nmake -j\n```\nThen wait.", &k, &cmd, why, sizeof why), MKB_OK);
+    cr_assert_eq(k, MKB_TEXT_COMMAND);
+    cr_assert_str_eq(cmd, "make -j");
+    free(cmd);
+    /* a python block is prose; the bash block is the action */
+    cr_assert_eq(mkb_text_parse("```python\nprint(1)\n```\n```bash\nls\n```\n", &k, &cmd, why, sizeof why), MKB_OK);
+    cr_assert_str_eq(cmd, "ls");
+    free(cmd);
+    cr_assert_eq(mkb_text_parse("  TASK_COMPLETE  \n", &k, &cmd, why, sizeof why), MKB_OK);
+    cr_assert_eq(k, MKB_TEXT_DONE);
+    cr_assert_eq(mkb_text_parse("```bash\nls\n", &k, &cmd, why, sizeof why), MKB_ERR_INVALID);
+    cr_assert(strstr(why, "not closed"), "%s", why);
+    cr_assert_eq(mkb_text_parse("```bash\n\n```", &k, &cmd, why, sizeof why), MKB_ERR_INVALID);
+    cr_assert(strstr(why, "empty"), "%s", why);
+    cr_assert_eq(mkb_text_parse("```bash\nls\n```\nTASK_COMPLETE", &k, &cmd, why, sizeof why), MKB_ERR_INVALID);
+    cr_assert(strstr(why, "both"), "%s", why);
+    cr_assert_eq(mkb_text_parse("I am done: TASK_COMPLETE.", &k, &cmd, why, sizeof why), MKB_ERR_INVALID,
+                 "the word inside a sentence is not the action");
+    cr_assert_null(cmd);
+}
+
+Test(files, the_file_tools_stay_in_the_workspace, .init = setup, .fini = teardown) {
+    struct mkb_workspace w = {.dir = ws, .sandbox_ws = "/workspace"};
+    char *out = NULL;
+    char link[400];
+    snprintf(link, sizeof link, "%s/etc", ws);
+    cr_assert_eq(symlink("/etc", link), 0);
+    cr_assert_eq(mkb_ws_read(&w, "etc/passwd", 1, 0, 4096, &out), MKB_ERR_INVALID, "a link to outside is refused");
+    cr_assert(strstr(mkb_error_message(), "symbolic link"), "%s", mkb_error_message());
+    cr_assert_eq(mkb_ws_write(&w, "etc/evil", "x", 1, &out), MKB_ERR_INVALID);
+    snprintf(link, sizeof link, "%s/k.py", ws);
+    cr_assert_eq(symlink("/etc/hostname", link), 0);
+    cr_assert_eq(mkb_ws_write(&w, "k.py", "x", 1, &out), MKB_ERR_INVALID, "writing through a link is refused");
+    cr_assert_eq(mkb_ws_read(&w, "/workspace/../etc/passwd", 1, 0, 4096, &out), MKB_ERR_INVALID);
+    cr_assert_eq(mkb_ws_read(&w, "/elsewhere/x", 1, 0, 4096, &out), MKB_ERR_INVALID);
+    /* inside, paths are normalised and both workspace spellings work */
+    cr_assert_eq(mkb_ws_write(&w, "./a//b/c.txt", "1\n2\n3\n", 6, &out), MKB_OK, "%s", mkb_error_message());
+    free(out);
+    cr_assert_eq(mkb_ws_read(&w, "/workspace/a/b/c.txt", 2, 1, 4096, &out), MKB_OK, "%s", mkb_error_message());
+    cr_assert(strstr(out, "     2\t2\n") && !strstr(out, "\t1\n") && strstr(out, "first_line=3"), "%s", out);
+    free(out);
+    char host_path[400];
+    snprintf(host_path, sizeof host_path, "%s/a/b/c.txt", ws);
+    cr_assert_eq(mkb_ws_edit(&w, host_path, "\n", "", &out), MKB_ERR_INVALID, "three matches are ambiguous");
+    cr_assert(strstr(mkb_error_message(), "3 times"), "%s", mkb_error_message());
+    cr_assert_eq(mkb_ws_edit(&w, "a/b/c.txt", "2\n", "two\n", &out), MKB_OK);
+    cr_assert(strstr(out, "line 2"), "%s", out);
+    free(out);
+    char *data = slurp("a/b/c.txt");
+    cr_assert_str_eq(data, "1\ntwo\n3\n");
+    free(data);
 }

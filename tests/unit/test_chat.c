@@ -31,8 +31,13 @@ static void in_empty_dir(void) {
     cr_assert(mkdtemp(envdir));
     cr_assert_eq(chdir(envdir), 0);
 }
+static void leave_dir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", envdir);
+    if (envdir[0]) cr_assert_eq(system(cmd), 0);
+}
 
-Test(model_id, openrouter_prefix_maps_to_base_url_model_and_key) {
+Test(model_id, openrouter_prefix_maps_to_base_url_model_and_key, .fini = leave_dir) {
     in_empty_dir();
     clear_keys();
     setenv("OPENROUTER_API_KEY", "sk-or-test", 1);
@@ -51,7 +56,7 @@ Test(model_id, openrouter_prefix_maps_to_base_url_model_and_key) {
     json_decref(j);
 }
 
-Test(model_id, every_provider_and_its_key_variable) {
+Test(model_id, every_provider_and_its_key_variable, .fini = leave_dir) {
     in_empty_dir();
     clear_keys();
     setenv("DEEPSEEK_API_KEY", "d", 1);
@@ -74,7 +79,7 @@ Test(model_id, every_provider_and_its_key_variable) {
     cr_assert(!t.stream);
 }
 
-Test(model_id, unknown_prefix_and_missing_key_name_what_to_do) {
+Test(model_id, unknown_prefix_and_missing_key_name_what_to_do, .fini = leave_dir) {
     in_empty_dir();
     clear_keys();
     struct mkb_model_target t;
@@ -88,7 +93,7 @@ Test(model_id, unknown_prefix_and_missing_key_name_what_to_do) {
     cr_assert_eq(mkb_model_resolve("deepseek/", NULL, &t), MKB_ERR_INVALID);
 }
 
-Test(model_id, keys_from_a_dotenv_file) {
+Test(model_id, keys_from_a_dotenv_file, .fini = leave_dir) {
     in_empty_dir();
     clear_keys();
     FILE *f = fopen(".env", "w");
@@ -119,7 +124,7 @@ Test(model_id, keys_from_a_dotenv_file) {
     cr_assert(strstr(mkb_error_message(), "line 2"), "%s", mkb_error_message());
 }
 
-Test(model_id, base_url_for_any_openai_compatible_server) {
+Test(model_id, base_url_for_any_openai_compatible_server, .fini = leave_dir) {
     in_empty_dir();
     clear_keys();
     struct mkb_model_target t;

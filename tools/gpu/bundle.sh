@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build mkb and its GPU programs on this machine (it needs the CUDA toolkit, not a GPU) and pack
 # them into .gpu-bundle/ (git-ignored through .git/info/exclude) with the shared libraries a GPU
-# host may lack, so a GPU host runs them without building anything: carry .gpu-bundle and run
+# host may lack, so a GPU host runs them without building anything: copy .gpu-bundle there and run
 # tools/gpu/run-checks.sh there. The CUDA libraries themselves are not packed (cuBLASLt alone is
 # hundreds of MB): the GPU host's toolkit provides them.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host: run the CUDA backend's checks and benchmarks and leave what they print in OUTDIR
 # (log.txt: everything, in order; perf.json, bench.json, torch.json, doctor.json, refs.tsv).
-# The programs come from .gpu-bundle/bin (tools/gpu/bundle.sh, built elsewhere and carried) or,
+# The programs come from .gpu-bundle/bin (tools/gpu/bundle.sh, built elsewhere and copied) or,
 # with MKB_BIN=DIR, from a build made on the host (tools/gpu/remote-build.sh).
 #
 # usage: tools/gpu/run-checks.sh OUTDIR [STEP...]

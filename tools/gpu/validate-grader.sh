@@ -13,7 +13,8 @@
 # usage: tools/gpu/validate-grader.sh [OUTDIR] [STEP...]     (OUTDIR default $OUT or /tmp/mkb-validate)
 # The programs come from .grade-bundle/ (tools/gpu/grade-bundle.sh, built elsewhere and carried)
 # or MKB_BIN=DIR. MKB_SITE=DIR adds a site directory of unpacked wheels (tools/gpu/stage-wheels.sh).
-# MKB_DEADLINE (default 540) stops starting grades after that many seconds. MKB_SPREAD_KERNEL
+# MKB_DEADLINE (default 540) stops starting grades after that many seconds. MKB_EXPLOITS="a b"
+# limits step 3 to those exploits (file names without .py). MKB_SPREAD_KERNEL
 # picks the solution of step 4 (default: the cutedsl problem-28 sample).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +37,14 @@ export LD_LIBRARY_PATH="$libdir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="/usr/local/cuda/bin:$PATH"
 export MKB_CACHE_DIR=${MKB_CACHE_DIR:-/tmp/mkb-cache}
 if [[ -z ${MKB_CUPTI_LIB:-} ]]; then
-    cupti=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcupti.so*' -not -path '*/stubs/*' 2>/dev/null | sort | head -1)
+    # the CUPTI of the installed toolkit's major version (an older one, e.g. inside a profiler
+    # package, does not work with this driver)
+    major=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+    for d in /usr/local/cuda /usr/local/cuda-${major:-13} /usr/lib /opt; do
+        cupti=$(find "$d/" -name "libcupti.so.${major:-13}*" -not -path '*/stubs/*' -not -path '*nsight*' 2>/dev/null |
+            sort | head -1)
+        [[ -n $cupti ]] && break
+    done
     [[ -n $cupti ]] && export MKB_CUPTI_LIB=$cupti
 fi
 MKB=$bin/mkb
@@ -71,6 +79,8 @@ fmt = lambda x: "-" if x is None else f"{x:.4f}"
 print(f"{name:40s} rc={rc} passed={v.get('passed')} correct={v['draws']['correctness']['passed']}/5 "
       f"verified={v['draws']['timing']['verified']}/50 kernel_ms={fmt(k)} eager_ms={fmt(ea)} speedup={fmt(sp)} "
       f"wall={float(t1) - float(t0):.1f}s findings={f} {e}")
+if err.get("kind") in ("crash", "harness", "timeout") or err.get("kind") == "exception" and v["imported"]:
+    print("    " + (err.get("output_tail") or err.get("traceback") or "")[-1500:].replace("\n", "\n    "))
 PY
 }
 
@@ -97,6 +107,7 @@ for step in $steps; do
         pre=all
         "$MKB" env check --dsl cutedsl --python "$PY" ${MKB_SITE:+--site "$MKB_SITE"} >/dev/null 2>&1 || pre=torch
         for k in "$root"/tests/exploits/*.py; do
+            if [[ -n ${MKB_EXPLOITS:-} && " $MKB_EXPLOITS " != *" $(basename "$k" .py) "* ]]; then continue; fi
             expect=$(sed -n 's/^# expect: *//p' "$k" | head -1)
             grade "exploit-$(basename "$k" .py)" 28 cutedsl "$k" --scale test --no-baseline --preload "$pre"
             say "    expected: $expect"

@@ -7,6 +7,8 @@
  * in readable memory. This does not stop native code that maps the page readable again: that
  * residual risk is described in docs/grader.md. */
 #include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +87,19 @@ void mkb_child_finding(const char *rule, const char *message) {
     json_array_append_new(mkb_child.findings,
                           json_pack("{s:s, s:s, s:s, s:i, s:i}", "rule", rule, "message", message, "stage",
                                     mkb_child.stage ? mkb_child.stage : "start", "draw", mkb_child.draw, "count", 1));
+}
+
+/* A fatal signal: say which and where on stderr (the parent quotes its tail in the verdict),
+ * then die of the same signal. Only async-signal-safe calls. */
+static void on_fatal(int sig) {
+    static const char head[] = "mkb-grade-child: fatal signal, native backtrace:\n";
+    ssize_t w = write(2, head, sizeof head - 1);
+    (void)w;
+    void *frames[48];
+    int n = backtrace(frames, 48);
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static int fail_early(const char *what) {
@@ -181,6 +196,13 @@ int main(int argc, char **argv) {
     }
     if (afd < 0 || rfd < 0) return fail_early("usage: mkb-grade-child --assignment-fd N --result-fd M");
     mkb_child.t_start = mkb_child_now();
+    /* backtrace() loads libgcc on first use: do it now, not inside a signal handler */
+    void *warm[2];
+    backtrace(warm, 2);
+    signal(SIGSEGV, on_fatal);
+    signal(SIGBUS, on_fatal);
+    signal(SIGILL, on_fatal);
+    signal(SIGFPE, on_fatal);
     /* not dumpable: other processes of this user cannot ptrace it or read its memory files */
     prctl(PR_SET_DUMPABLE, 0);
     prctl(PR_SET_PDEATHSIG, 9);

@@ -417,7 +417,9 @@ int mkb_child_run_candidate(void) {
     mkb_child_stage("preload", 0);
     if (mkb_py_preload(env_json) != MKB_OK) return send_result(res, harness_error("preload", mkb_error_message()), true);
     if (full) {
+        mkb_trace_set_grader(true);
         be = mkb_backend_cuda();
+        mkb_trace_set_grader(false);
         if (!be) return send_result(res, harness_error("preload", mkb_error_message()), true);
         struct mkb_gpu_info gi;
         if (mkb_gpu_info_get(&gi) == MKB_OK) json_object_set_new(env_json, "gpu", json_string(gi.name));
@@ -573,6 +575,7 @@ int mkb_child_run_baseline(void) {
     json_t *res = json_object();
     mkb_child_stage("baseline", 0);
     if (mkb_trace_start() != MKB_OK) json_object_set_new(res, "trace", json_string(mkb_trace_problem()));
+    mkb_trace_set_grader(true);
     be = mkb_backend_cuda();
     if (!be) return send_result(res, harness_error("baseline", mkb_error_message()), true);
     double warm[MKB_GRADE_WARMUP_DRAWS], timing[MKB_GRADE_TIMING_DRAWS], kern[MKB_GRADE_TIMING_DRAWS];

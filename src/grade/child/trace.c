@@ -37,13 +37,17 @@ F(cuptiActivityFlushAll);
 F(cuptiActivityGetNextRecord);
 F(cuptiGetTimestamp);
 F(cuptiActivityGetNumDroppedRecords);
+F(cuptiGetVersion);
 #undef F
 static CUresult (*p_cuFuncGetModule)(CUmodule *, CUfunction);
 static CUresult (*p_cuKernelGetLibrary)(CUlibrary *, CUkernel);
 
 static bool available;
 static char problem[512] = "tracing was not started";
-static volatile bool grader_active = true;
+static volatile bool grader_active; /* the grader's own CUDA work (draws, references) is running */
+static pthread_t main_thread;        /* ... on this thread: other threads are never the grader */
+
+static bool grader_now(void) { return grader_active && pthread_equal(pthread_self(), main_thread); }
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char self_exe[PATH_MAX];
 
@@ -149,7 +153,7 @@ static enum mkb_kernel_origin origin_of_actor(enum mkb_actor a, const char *path
 
 /* Who is loading GPU code (or launching from an unknown module) right now, on this thread. */
 static enum mkb_kernel_origin classify_caller(void) {
-    if (grader_active) return MKB_ORIGIN_GRADER;
+    if (grader_now()) return MKB_ORIGIN_GRADER;
     void *frames[96];
     int n = backtrace(frames, 96);
     for (int i = 0; i < n; i++) {
@@ -182,7 +186,7 @@ static enum mkb_kernel_origin origin_of_function(CUfunction f) {
 }
 
 static enum mkb_kernel_origin origin_of_stub(const void *func) {
-    if (grader_active) return MKB_ORIGIN_GRADER;
+    if (grader_now()) return MKB_ORIGIN_GRADER;
     Dl_info info;
     if (func && dladdr(func, &info) && info.dli_fname) {
         char real[PATH_MAX];
@@ -199,7 +203,7 @@ static void note_graph(void) {
     pthread_mutex_lock(&lock);
     if (in_call)
         graph_events_in++;
-    else if (!grader_active && calls_begun)
+    else if (calls_begun)
         graph_events_out++;
     pthread_mutex_unlock(&lock);
 }
@@ -226,11 +230,11 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
             case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
             case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
             case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
-                if (!grader_active) note_graph();
+                if (!grader_now()) note_graph();
                 return;
             default: return;
             }
-            enum mkb_kernel_origin o = grader_active ? MKB_ORIGIN_GRADER : origin_of_function(f);
+            enum mkb_kernel_origin o = grader_now() ? MKB_ORIGIN_GRADER : origin_of_function(f);
             pthread_mutex_lock(&lock);
             map_put(&corr, cb->correlationId, (uint8_t)o);
             pthread_mutex_unlock(&lock);
@@ -267,7 +271,7 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
     if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && cb->callbackSite == CUPTI_API_ENTER) {
         const char *fn = cb->functionName ? cb->functionName : "";
         if (strstr(fn, "GraphLaunch") || strstr(fn, "BeginCapture")) {
-            if (!grader_active) note_graph();
+            if (!grader_now()) note_graph();
             return;
         }
         if (!strstr(fn, "LaunchKernel") && !strstr(fn, "LaunchCooperativeKernel")) return;
@@ -325,10 +329,14 @@ static void *open_first(const char *const *names) {
 }
 
 enum mkb_status mkb_trace_start(void) {
+    main_thread = pthread_self();
     ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (len > 0) self_exe[len] = '\0';
     const char *env = getenv("MKB_CUPTI_LIB");
-    const char *const cupti_names[] = {env ? env : "libcupti.so.13", "libcupti.so.13", "libcupti.so",
+    const char *const cupti_names[] = {env ? env : "libcupti.so.13", "libcupti.so.13",
+                                       "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13",
+                                       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
+                                       "/usr/local/cuda/lib64/libcupti.so.13", "libcupti.so",
                                        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
                                        "/usr/local/cuda/lib64/libcupti.so", NULL};
     void *h = open_first(cupti_names);
@@ -358,7 +366,25 @@ enum mkb_status mkb_trace_start(void) {
     L(cuptiActivityGetNextRecord);
     L(cuptiGetTimestamp);
     L(cuptiActivityGetNumDroppedRecords);
+    L(cuptiGetVersion);
 #undef L
+    /* the activity records are read with this header's layouts: an older CUPTI (one shipped
+     * inside a profiler, say) writes other layouts, and may not support the driver at all */
+    uint32_t version = 0;
+    /* API versions are 13x for CUDA 13.x libraries and 130001-style in CUDA 13 headers: compare
+     * the CUDA major version both denote */
+    unsigned lib_major = 0, built_major = CUPTI_API_VERSION >= 10000 ? CUPTI_API_VERSION / 10000 : CUPTI_API_VERSION / 10;
+    if (p_cuptiGetVersion(&version) == CUPTI_SUCCESS)
+        lib_major = version >= 10000 ? version / 10000 : version >= 100 ? version / 10 : 0;
+    if (lib_major < built_major) {
+        Dl_info info;
+        snprintf(problem, sizeof problem,
+                 "the CUPTI library found (%s) has API version %u; this grader was built for %u (CUDA %u) or newer "
+                 "(set MKB_CUPTI_LIB to the CUDA toolkit's libcupti.so)",
+                 dladdr((void *)p_cuptiGetVersion, &info) && info.dli_fname ? info.dli_fname : "?", version,
+                 (unsigned)CUPTI_API_VERSION, built_major);
+        return MKB_ERR_UNSUPPORTED;
+    }
     CUpti_SubscriberHandle sub;
     CUptiResult r = p_cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, NULL);
     if (r == CUPTI_SUCCESS) r = p_cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);

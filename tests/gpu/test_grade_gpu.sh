@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# mkb grade on a GPU: every adversarial kernel marked "where: gpu" under tests/exploits/ is
+# rejected with the findings it names, and every sample solution under tests/solutions/<dsl>/
+# passes for each DSL whose environment imports (mkb env check). Exits 77 (skipped) without a
+# GPU or without the grader child. MKB_PYTHON names the interpreter (default python3),
+# MKB_SITE an extra site directory with the DSLs' wheels unpacked.
+set -uo pipefail
+
+: "${MKB:?set MKB to the mkb binary}"
+: "${MKB_SOURCE_DIR:?set MKB_SOURCE_DIR to the source tree}"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP: no GPU here (nvidia-smi found none)"
+    exit 77
+fi
+if [[ ! -x $(dirname "$MKB")/mkb-grade-child ]]; then
+    echo "SKIP: no mkb-grade-child next to $MKB"
+    exit 77
+fi
+PY=${MKB_PYTHON:-$(command -v python3)}
+SITE=()
+[[ -n ${MKB_SITE:-} ]] && SITE=(--site "$MKB_SITE")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+ran=0
+check() { # check FILE RC EXPECT...: the verdict must show the expected findings / pass state
+    python3 - "$@" <<'PY'
+import json, sys
+path, rc, *expect = sys.argv[1:]
+v = json.load(open(path))
+rules = {f["rule"] for f in v["findings"]}
+bad = []
+for e in expect:
+    if e == "passed":
+        if not v["passed"] or rc != "0":
+            bad.append(f"did not pass (exit {rc}): findings {sorted(rules)}, error {v['error']}, mismatch {v['mismatch']}")
+    elif e == "not-passed":
+        if v["passed"] or rc != "1":
+            bad.append(f"passed or exit {rc} != 1")
+    elif e not in rules:
+        bad.append(f"no '{e}' finding (have {sorted(rules)}; error {v['error']})")
+if bad:
+    print("FAIL", path, "; ".join(bad))
+    sys.exit(1)
+print("ok", path, sorted(rules) or "passed")
+PY
+}
+
+dsl_ok() { "$MKB" env check --dsl "$1" --python "$PY" ${MKB_SITE:+--site "$MKB_SITE"} >/dev/null 2>&1; }
+pre=torch
+dsl_ok cutedsl && pre=all
+
+for k in "$MKB_SOURCE_DIR"/tests/exploits/*.py; do
+    [[ $(sed -n 's/^# where: *//p' "$k" | head -1) == gpu ]] || continue
+    expect=$(sed -n 's/^# expect: *//p' "$k" | head -1)
+    "$MKB" grade --problem 28 --dsl cutedsl --python "$PY" "${SITE[@]}" --scale test --no-baseline --preload "$pre" \
+        --json "$k" >"$T/v.json" 2>"$T/err"
+    rc=$?
+    ran=$((ran + 1))
+    # shellcheck disable=SC2086
+    check "$T/v.json" "$rc" not-passed $expect || fails=$((fails + 1))
+done
+
+for dsl in cutedsl tirx; do
+    if ! dsl_ok "$dsl"; then
+        echo "SKIP: $dsl is not importable with $PY (mkb env create, or MKB_SITE)"
+        continue
+    fi
+    for k in "$MKB_SOURCE_DIR"/tests/solutions/$dsl/*.py; do
+        p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+        "$MKB" grade --problem "$p" --dsl "$dsl" --python "$PY" "${SITE[@]}" --json "$k" >"$T/v.json" 2>"$T/err"
+        rc=$?
+        ran=$((ran + 1))
+        check "$T/v.json" "$rc" passed || fails=$((fails + 1))
+    done
+done
+echo "$((ran - fails)) passed, $fails failed"
+[[ $ran -gt 0 ]] || exit 77
+[[ $fails -eq 0 ]]

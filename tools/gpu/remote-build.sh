@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On a GPU host: build mkb there with the CUDA backend and its GPU programs (cmake; ninja when
+# present, make otherwise), for when the programs cannot be built elsewhere and copied
+# (tools/gpu/bundle.sh). Development packages the host lacks are unpacked from the .deb files
+# copied along in .debs/ (tools/gpu/fetch-debs.sh) into /tmp/mkb-deps, their pkg-config files
+# pointed there. Unit tests (Criterion) are not built: the GPU host runs the GPU programs.
+# Afterwards: MKB_BIN=BUILD_DIR tools/gpu/run-checks.sh OUTDIR.
+#
+# usage: tools/gpu/remote-build.sh [BUILD_DIR]   (default: build-gpu)
+# MKB_FORCE_DEBS=1 uses the packages in .debs/ even where pkg-config finds the host's.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build-gpu}
+deps=/tmp/mkb-deps
+missing=()
+for pc in jansson libcurl libzstd libcrypto; do
+    if [ -n "${MKB_FORCE_DEBS:-}" ] || ! pkg-config --exists "$pc"; then missing+=("$pc"); fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "remote-build: not on this host: ${missing[*]}; unpacking .debs/"
+    ls "$root"/.debs/*.deb >/dev/null 2>&1 || { echo "remote-build: no .debs/*.deb (run tools/gpu/fetch-debs.sh and copy .debs along)" >&2; exit 3; }
+    rm -rf "$deps"
+    mkdir -p "$deps"
+    for d in "$root"/.debs/*.deb; do dpkg -x "$d" "$deps"; done
+    pcdir=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
+    for pc in "$pcdir"/*.pc; do sed -i "s#^prefix=.*#prefix=$deps/usr#" "$pc"; done
+    export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+fi
+export PATH="/usr/local/cuda/bin:$PATH"
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+cmake -S "$root" -B "$build" "${gen[@]}" -DMKB_TESTS=OFF -DMKB_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j "$(nproc)" --target mkb test_cuda_ops test_cuda_rng test_cuda_problems bench_eager
+echo "remote-build: built in $build"
