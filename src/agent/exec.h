@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "core/utf8.h"
 
 struct mkb_exec_result {
     char *output;         /* NUL-terminated, valid UTF-8 */
@@ -60,7 +61,5 @@ struct mkb_local_sandbox {
 enum mkb_status mkb_local_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
                                struct mkb_exec_result *out);
 
-/* Replace every byte that is not part of valid UTF-8 (and NUL) with '?', in place. */
-void mkb_utf8_sanitize(char *s, int64_t len);
 
 #endif

@@ -24,7 +24,7 @@ enum mkb_log_level mkb_log_get_level(void) {
     return (enum mkb_log_level)level;
 }
 
-void mkb_log(enum mkb_log_level l, const char *fmt, ...) {
+void mkb_log_msg(enum mkb_log_level l, const char *fmt, ...) {
     static const char *names[] = {"debug", "info", "warning", "error"};
     if (l < mkb_log_get_level()) return;
     va_list ap;

@@ -324,6 +324,9 @@ enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) 
     const struct mkb_dsl_env *denv;
     MKB_TRY(mkb_dsl_find(o->dsl, &dsl));
     MKB_TRY(mkb_dsl_env_find(o->dsl, &denv));
+    struct stat st;
+    if (stat(o->kernel_path, &st) != 0)
+        return mkb_error(MKB_ERR_NOT_FOUND, "cannot read '%s': %s", o->kernel_path, strerror(errno));
     char exe[PATH_MAX], python[PATH_MAX];
     MKB_TRY(mkb_grade_child_path(o->child_path, exe, sizeof exe));
     if (o->python)
@@ -331,10 +334,6 @@ enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) 
     else
         MKB_TRY(mkb_grade_default_python(o->dsl, python, sizeof python));
     double timeout = o->timeout_s > 0 ? o->timeout_s : MKB_GRADE_TIMEOUT_S;
-
-    struct stat st;
-    if (stat(o->kernel_path, &st) != 0)
-        return mkb_error(MKB_ERR_NOT_FOUND, "cannot read '%s': %s", o->kernel_path, strerror(errno));
     json_t *pfind = json_array();
     char *src = NULL;
     size_t srclen = 0;

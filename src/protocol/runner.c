@@ -1,8 +1,4 @@
 /* The trial runner (see runner.h). */
-/* core/log.h comes first: tensor/ops.h (through plan.h) defines an mkb_log op macro that would
- * otherwise rewrite log.h's declaration of the function of the same name; the macro is dropped
- * below, as this file uses no tensor ops. */
-#include "core/log.h"
 #include "protocol/runner.h"
 
 #include <dirent.h>
@@ -19,6 +15,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "grade/parent.h"
 #include "protocol/files.h"
 #include "protocol/limits.h"
@@ -29,7 +26,6 @@
 #include "protocol/template.h"
 #include "protocol/transcript.h"
 
-#undef mkb_log
 
 #define TRANSCRIPT_MAX_OUTPUT (32LL << 20)
 #define SKILL_KEEP_MAX (1 << 20)   /* bytes of a SKILL.md kept in the store */

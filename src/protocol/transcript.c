@@ -7,31 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/utf8.h"
 #include "protocol/proc.h"
-
-void mkb_utf8_fix(char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= n && c != 0;
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (ok && len == 2) ok = c >= 0xC2;
-        if (ok && len == 3) {
-            unsigned char c1 = (unsigned char)s[i + 1];
-            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
-        }
-        if (ok && len == 4) {
-            unsigned char c1 = (unsigned char)s[i + 1];
-            ok = c <= 0xF4 && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-        }
-        if (!ok) {
-            s[i++] = '?';
-            continue;
-        }
-        i += len;
-    }
-}
 
 enum mkb_status mkb_transcript_open(struct mkb_transcript *t, const char *path, double t0, int64_t max_output) {
     memset(t, 0, sizeof *t);
@@ -88,7 +65,7 @@ static void emit(struct mkb_transcript *t, size_t n) {
         char buf[sizeof t->pending + 1];
         memcpy(buf, t->pending, n);
         buf[n] = '\0';
-        mkb_utf8_fix(buf, n);
+        mkb_utf8_sanitize(buf, (int64_t)n);
         write_line(t, json_pack("{s:s, s:s%}", "type", "output", "text", buf, n));
         t->kept += (int64_t)n;
     }

@@ -36,7 +36,4 @@ void mkb_transcript_output(void *ctx, const char *data, int64_t n);
 /* Flush pending output and close. */
 void mkb_transcript_close(struct mkb_transcript *t);
 
-/* Replace every byte that is not part of valid UTF-8, and NUL, with '?', in place. */
-void mkb_utf8_fix(char *s, size_t n);
-
 #endif

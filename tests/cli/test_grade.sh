@@ -135,3 +135,10 @@ PY
 done
 [[ $n -ge 10 ]] || fail "only $n cpu exploits found"
 ok "$n exploits rejected with their findings"
+
+# ---- a full grade on a machine without a CUDA driver is a harness error, not a verdict ----
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+    expect_rc 3 "no GPU" "$MKB" grade --problem 28 --dsl cutedsl --no-preload "$T/honest.py"
+    grep -q "no CUDA driver here" "$T/out" || fail "no-GPU message: $(cat "$T/out")"
+    ok "a full grade without a GPU exits 3 and says why"
+fi
