@@ -13,7 +13,7 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 #include "protocol/select.h"
 #include "protocol/task.h"
 

@@ -24,7 +24,7 @@
 #include "core/json.h"
 #include "dsl/env.h"
 #include "grade/parent.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 
 static const char *const env_usage =
     "usage: mkb env list [--json] [--dir ROOT]\n"

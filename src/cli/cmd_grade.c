@@ -16,7 +16,7 @@
 #include "grade/parent.h"
 #include "grade/verdict.h"
 #include "problem/problem.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 
 static const char *const grade_usage =
     "usage: mkb grade --problem <id|name> --dsl <dsl> KERNEL.py [--json] [--seed-file F]\n"

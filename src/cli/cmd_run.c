@@ -21,7 +21,7 @@
 #include "agent/trial.h"
 #include "cli/cli.h"
 #include "core/json.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 #include "protocol/files.h"
 #include "protocol/grader.h"
 #include "protocol/plan.h"

@@ -1,4 +1,4 @@
-/* DSL environments and rules: for each DSL the protocol registry names (protocol/dsl.h), what the
+/* DSL environments and rules: for each DSL the protocol registry names (dsl/dsl.h), what the
  * grader and `mkb env` need to know about it:
  *   - the pinned Python distributions of its environment (installed with pip, from PyPI or from a
  *     local wheelhouse) and why those versions were chosen;
@@ -10,7 +10,7 @@
  *   - the DSL's own gadgets that a candidate could turn into a back door for other kernel
  *     languages (compiling raw CUDA through the DSL's nvcc helper, loading a foreign cubin), which
  *     the source scan rejects.
- * Adding a DSL is adding a row in env.c with the same name as its protocol/dsl.c row.
+ * Adding a DSL is adding a row in env.c with the same name as its dsl/dsl.c row.
  *
  * This file does not run pip, create environments (cmd_env.c does) or decide anything about a
  * particular kernel (grade/policy.h does). All strings are static. */
@@ -24,7 +24,7 @@
 #define MKB_DSL_MAX_LIST 12
 
 struct mkb_dsl_env {
-    const char *name; /* as in protocol/dsl.c: "cutedsl", "tirx" */
+    const char *name; /* as in dsl/dsl.c: "cutedsl", "tirx" */
     /* pip requirement specifiers installed with --no-deps, in order; dependencies the GPU image
      * already has (torch, numpy, cuda-bindings, ml_dtypes, protobuf, typing_extensions) are not
      * repeated here: `mkb env` checks them instead */

@@ -23,7 +23,7 @@
 #include "grade/auth.h"
 #include "grade/seeds.h"
 #include "grade/verdict.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 
 #define OUTPUT_TAIL_BYTES 4000
 

@@ -31,7 +31,7 @@
 #include "core/sha256.h"
 #include "core/status.h"
 #include "problem/problem.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 #include "protocol/skill.h"
 #include "protocol/store.h"
 

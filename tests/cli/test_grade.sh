@@ -31,6 +31,7 @@ expect_rc 2 "no kernel" "$MKB" grade --problem 28 --dsl cutedsl
 expect_rc 2 "bad scale" "$MKB" grade --problem 28 --dsl cutedsl --scale huge k.py
 expect_rc 2 "bad timeout" "$MKB" grade --problem 28 --dsl cutedsl --timeout -1 k.py
 expect_rc 2 "unknown problem" "$MKB" grade --problem 9999 --dsl cutedsl k.py
+expect_rc 2 "bad preload" "$MKB" grade --problem 28 --dsl cutedsl --preload some k.py
 expect_rc 2 "missing kernel file" "$MKB" grade --problem 28 --dsl cutedsl "$T/nope.py"
 ok "usage errors"
 

@@ -53,6 +53,11 @@ dsl_ok cutedsl && pre=all
 for k in "$MKB_SOURCE_DIR"/tests/exploits/*.py; do
     [[ $(sed -n 's/^# where: *//p' "$k" | head -1) == gpu ]] || continue
     expect=$(sed -n 's/^# expect: *//p' "$k" | head -1)
+    needs=$(sed -n 's/^# needs: *//p' "$k" | head -1)
+    if [[ -n $needs ]] && ! dsl_ok "$needs"; then
+        echo "SKIP: $(basename "$k") needs $needs"
+        continue
+    fi
     "$MKB" grade --problem 28 --dsl cutedsl --python "$PY" "${SITE[@]}" --scale test --no-baseline --preload "$pre" \
         --json "$k" >"$T/v.json" 2>"$T/err"
     rc=$?

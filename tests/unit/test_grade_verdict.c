@@ -124,6 +124,18 @@ Test(verdict, harness_error_exits_3) {
     json_decref(c);
 }
 
+Test(verdict, import_only_exit_codes) {
+    json_t *c = json_pack("{s:b, s:[], s:n}", "imported", 1, "findings", "error");
+    json_t *v = assemble(c, NULL, NULL, NULL, false);
+    json_object_set_new(v, "import_only", json_true());
+    cr_assert(!json_is_true(json_object_get(v, "passed")), "an import is never a pass");
+    cr_assert_eq(mkb_verdict_exit_code(v), 0, "a clean import exits 0");
+    json_array_append_new(json_object_get(v, "findings"), json_pack("{s:s, s:s}", "rule", "forbidden-call", "message", "x"));
+    cr_assert_eq(mkb_verdict_exit_code(v), 1, "an import with a finding exits 1");
+    json_decref(v);
+    json_decref(c);
+}
+
 Test(verdict, report_names_what_went_wrong) {
     json_t *c = good_candidate();
     json_object_set_new(c, "correct_draws", json_integer(3));

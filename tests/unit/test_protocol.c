@@ -17,7 +17,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 #include "protocol/files.h"
 #include "protocol/grader.h"
 #include "protocol/mailbox.h"

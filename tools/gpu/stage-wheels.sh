@@ -10,7 +10,9 @@
 #                                              command: every call but the last moves its part to
 #                                              /tmp/stage; the last joins the parts, unpacks
 #                                              /tmp/wheels, installs them with pip --target /tmp/site
-#                                              and runs WORK (default: tools/gpu/validate-grader.sh)
+#                                              and runs WORK (default: tools/gpu/validate-grader.sh);
+#                                              EXTRA_CARRY=PATH adds PATH (.grade-bundle) to the last
+#                                              call's carry list
 #
 # Send the calls back to back: /tmp survives only while the machine stays warm (about 30 s idle).
 # Only the DSLs' own distributions are staged; torch, numpy, cuda-bindings, ml_dtypes, protobuf
@@ -56,7 +58,11 @@ plan)
     for p in "${parts[@]}"; do
         i=$((i + 1))
         echo "call $i of $n:"
-        echo "  carry: [\"$p\"]"
+        if [[ $i -lt $n || -z ${EXTRA_CARRY:-} ]]; then
+            echo "  carry: [\"$p\"]"
+        else
+            echo "  carry: [\"$p\", \"$EXTRA_CARRY\"]"
+        fi
         if [[ $i -lt $n ]]; then
             echo "  command: mkdir -p /tmp/stage && mv $p /tmp/stage/"
         else

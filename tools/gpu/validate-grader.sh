@@ -109,6 +109,8 @@ for step in $steps; do
         for k in "$root"/tests/exploits/*.py; do
             if [[ -n ${MKB_EXPLOITS:-} && " $MKB_EXPLOITS " != *" $(basename "$k" .py) "* ]]; then continue; fi
             expect=$(sed -n 's/^# expect: *//p' "$k" | head -1)
+            needs=$(sed -n 's/^# needs: *//p' "$k" | head -1)
+            if [[ -n $needs && $pre != all ]]; then say "SKIP $(basename "$k"): needs $needs"; continue; fi
             grade "exploit-$(basename "$k" .py)" 28 cutedsl "$k" --scale test --no-baseline --preload "$pre"
             say "    expected: $expect"
         done

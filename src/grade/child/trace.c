@@ -63,6 +63,9 @@ struct map {
     size_t cap, n;
 };
 static struct map loads, corr;
+/* per-function and per-host-stub origins, so each is classified once and a launch inside a timed
+ * call costs a table lookup, not a stack walk */
+static struct map funcs, stubs;
 
 static void map_put(struct map *m, uint64_t k, uint8_t v) {
     if (k == 0) return;
@@ -169,15 +172,33 @@ static enum mkb_kernel_origin classify_caller(void) {
     return origin_of_actor(mkb_py_current_actor(), NULL);
 }
 
+static enum mkb_kernel_origin origin_of_function_uncached(CUfunction f);
+
 static enum mkb_kernel_origin origin_of_function(CUfunction f) {
+    pthread_mutex_lock(&lock);
+    int o = map_get(&funcs, (uint64_t)(uintptr_t)f);
+    pthread_mutex_unlock(&lock);
+    if (o >= 0) return (enum mkb_kernel_origin)o;
+    enum mkb_kernel_origin r = origin_of_function_uncached(f);
+    pthread_mutex_lock(&lock);
+    map_put(&funcs, (uint64_t)(uintptr_t)f, (uint8_t)r);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static enum mkb_kernel_origin origin_of_function_uncached(CUfunction f) {
     CUmodule mod = NULL;
     if (p_cuFuncGetModule && p_cuFuncGetModule(&mod, f) == CUDA_SUCCESS && mod) {
+        pthread_mutex_lock(&lock);
         int o = map_get(&loads, (uint64_t)(uintptr_t)mod);
+        pthread_mutex_unlock(&lock);
         if (o >= 0) return (enum mkb_kernel_origin)o;
     }
     CUlibrary lib = NULL;
     if (p_cuKernelGetLibrary && p_cuKernelGetLibrary(&lib, (CUkernel)f) == CUDA_SUCCESS && lib) {
+        pthread_mutex_lock(&lock);
         int o = map_get(&loads, (uint64_t)(uintptr_t)lib);
+        pthread_mutex_unlock(&lock);
         if (o >= 0) return (enum mkb_kernel_origin)o;
     }
     /* a module whose load was not seen: judge by who launches it */
@@ -185,8 +206,24 @@ static enum mkb_kernel_origin origin_of_function(CUfunction f) {
     return o == MKB_ORIGIN_GRADER ? MKB_ORIGIN_GRADER : o;
 }
 
+static enum mkb_kernel_origin origin_of_stub_uncached(const void *func);
+
 static enum mkb_kernel_origin origin_of_stub(const void *func) {
     if (grader_now()) return MKB_ORIGIN_GRADER;
+    pthread_mutex_lock(&lock);
+    int o = func ? map_get(&stubs, (uint64_t)(uintptr_t)func) : -1;
+    pthread_mutex_unlock(&lock);
+    if (o >= 0) return (enum mkb_kernel_origin)o;
+    enum mkb_kernel_origin r = origin_of_stub_uncached(func);
+    if (func) {
+        pthread_mutex_lock(&lock);
+        map_put(&stubs, (uint64_t)(uintptr_t)func, (uint8_t)r);
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
+}
+
+static enum mkb_kernel_origin origin_of_stub_uncached(const void *func) {
     Dl_info info;
     if (func && dladdr(func, &info) && info.dli_fname) {
         char real[PATH_MAX];

@@ -8,8 +8,8 @@
  *
  * This file does not install DSLs or generate documentation (task.c runs templates/dsl_docs.py);
  * the pinned environments are made elsewhere. All strings are static. */
-#ifndef MKB_PROTOCOL_DSL_H
-#define MKB_PROTOCOL_DSL_H
+#ifndef MKB_DSL_DSL_H
+#define MKB_DSL_DSL_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /* The DSL table (see dsl.h). */
-#include "protocol/dsl.h"
+#include "dsl/dsl.h"
 
 #include <stdio.h>
 #include <string.h>
