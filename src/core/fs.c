@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,30 +72,14 @@ enum mkb_status mkb_read_file(const char *path, char **data, size_t *len) {
     return MKB_OK;
 }
 
-static void fsync_parent(const char *path) {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        strcpy(dir, ".");
-    } else {
-        size_t n = (size_t)(slash - path);
-        if (n == 0) n = 1;
-        if (n >= sizeof dir) return;
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-    }
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
+static atomic_long tmp_counter;
 
 enum mkb_status mkb_write_file_atomic(const char *path, const void *data, size_t len) {
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char tmp[4200];
+    long k = atomic_fetch_add(&tmp_counter, 1);
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), k);
     if (n < 0 || (size_t)n >= sizeof tmp) return mkb_error(MKB_ERR_INVALID, "path too long: '%s'", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     const char *p = data;
     size_t left = len;
@@ -110,16 +95,31 @@ enum mkb_status mkb_write_file_atomic(const char *path, const void *data, size_t
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if (fsync(fd) != 0) {
         int e = errno;
+        close(fd);
         unlink(tmp);
         return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
     }
+    close(fd);
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
     }
-    fsync_parent(path);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash && (size_t)(slash - path) < sizeof dir) {
+        size_t dn = slash == path ? 1 : (size_t)(slash - path);
+        memcpy(dir, path, dn);
+        dir[dn] = '\0';
+    } else {
+        strcpy(dir, ".");
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
     return MKB_OK;
 }

@@ -11,7 +11,8 @@
 enum mkb_status mkb_mkdir_p(const char *dir);
 /* Read a whole file; *data is malloc'ed (NUL-terminated for convenience), caller frees. */
 enum mkb_status mkb_read_file(const char *path, char **data, size_t *len);
-/* Write atomically: path.tmp.<pid>, fsync, rename over path, fsync the directory. */
+/* Write atomically: a temporary name unique per process and thread, fsync, rename over path,
+ * fsync the directory. Never follows a link at the temporary name. */
 enum mkb_status mkb_write_file_atomic(const char *path, const void *data, size_t len);
 /* Join a directory and a name into buf (error if it does not fit). */
 enum mkb_status mkb_path_join(char *buf, size_t cap, const char *dir, const char *name);

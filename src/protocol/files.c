@@ -42,57 +42,6 @@ enum mkb_status mkb_rmtree(const char *path) {
     return MKB_OK;
 }
 
-static atomic_long tmp_counter;
-
-enum mkb_status mkb_write_atomic(const char *path, const void *data, size_t len) {
-    char tmp[4200];
-    long k = atomic_fetch_add(&tmp_counter, 1);
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), k);
-    if (n < 0 || (size_t)n >= sizeof tmp) return mkb_error(MKB_ERR_INVALID, "path too long: '%s'", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return mkb_error(MKB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (slash && (size_t)(slash - path) < sizeof dir) {
-        size_t dn = slash == path ? 1 : (size_t)(slash - path);
-        memcpy(dir, path, dn);
-        dir[dn] = '\0';
-    } else {
-        strcpy(dir, ".");
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return MKB_OK;
-}
 
 enum mkb_status mkb_append_line(const char *path, const char *line) {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -168,7 +117,7 @@ enum mkb_status mkb_copy_file(const char *src, const char *dst) {
     char *data;
     size_t len;
     MKB_TRY(mkb_read_file(src, &data, &len));
-    enum mkb_status s = mkb_write_atomic(dst, data, len);
+    enum mkb_status s = mkb_write_file_atomic(dst, data, len);
     free(data);
     if (s != MKB_OK) return s;
     if (chmod(dst, (st.st_mode & 0111) ? 0755 : 0644) != 0)

@@ -44,9 +44,6 @@ enum mkb_status mkb_dir_fingerprint(const char *dir, const char *const *skip, ch
  * whether there was more). *data is malloc'ed and NUL-terminated. */
 enum mkb_status mkb_read_untrusted(const char *path, int64_t max, char **data, size_t *len, bool *truncated);
 
-/* Write data to path atomically (tmp + fsync + rename); unlike mkb_write_file_atomic the
- * temporary name is unique per thread as well as per process. */
-enum mkb_status mkb_write_atomic(const char *path, const void *data, size_t len);
 
 /* Append one line (a '\n' is added) to path with O_APPEND and fsync. */
 enum mkb_status mkb_append_line(const char *path, const char *line);

@@ -238,7 +238,7 @@ static void handle(struct mkb_mailbox *m, int fd) {
         if (s == MKB_OK) s = mkb_rmtree(dir);
         if (s == MKB_OK) s = mkb_mkdir_p(dir);
         if (s == MKB_OK) s = mkb_pathf(path, sizeof path, "%s/kernel.py", dir);
-        if (s == MKB_OK) s = mkb_write_atomic(path, body, (size_t)nbytes);
+        if (s == MKB_OK) s = mkb_write_file_atomic(path, body, (size_t)nbytes);
         if (s != MKB_OK) {
             mkb_fmt(reason, sizeof reason, "cannot keep the snapshot: %s", mkb_error_message());
             mkb_error_clear();

@@ -234,7 +234,7 @@ static enum mkb_status keep_file(const char *workspace, const char *trial_dir, c
     MKB_TRY(s);
     *bytes = cut ? (int64_t)st.st_size : (int64_t)len;
     *over = cut;
-    s = mkb_write_atomic(dst, text, len);
+    s = mkb_write_file_atomic(dst, text, len);
     if (content && s == MKB_OK) *content = text;
     else free(text);
     return s;
@@ -503,10 +503,10 @@ static void run_trial(struct trial *tr) {
     free(task_instruction);
     char instruction_path[PATH_MAX];
     if (s == MKB_OK) s = mkb_pathf(instruction_path, sizeof instruction_path, "%s/instruction.md", trial_dir);
-    if (s == MKB_OK) s = mkb_write_atomic(instruction_path, instruction, strlen(instruction));
+    if (s == MKB_OK) s = mkb_write_file_atomic(instruction_path, instruction, strlen(instruction));
     if (s == MKB_OK && skill.present) {
         s = mkb_pathf(path, sizeof path, "%s/skill_in.md", trial_dir);
-        if (s == MKB_OK) s = mkb_write_atomic(path, skill.text, skill.len);
+        if (s == MKB_OK) s = mkb_write_file_atomic(path, skill.text, skill.len);
     }
     if (s == MKB_OK) s = mkb_rmtree(work);
     if (s == MKB_OK) s = mkb_mkdir_p(workspace);

@@ -319,7 +319,7 @@ enum mkb_status mkb_store_write_record(const struct mkb_store_w *s, const char *
         return mkb_error(MKB_ERR_NOMEM, "cannot serialise the record of %s", coordinate);
     }
     t2[n] = '\n';
-    enum mkb_status st = mkb_write_atomic(path, t2, n + 1);
+    enum mkb_status st = mkb_write_file_atomic(path, t2, n + 1);
     free(t2);
     return st;
 }
@@ -390,7 +390,7 @@ enum mkb_status mkb_store_snapshot(struct mkb_store_w *s) {
                 } else {
                     text = t2;
                     text[n] = '\n';
-                    st = mkb_write_atomic(path, text, n + 1);
+                    st = mkb_write_file_atomic(path, text, n + 1);
                 }
             }
             free(text);

@@ -318,7 +318,7 @@ static const char *root_module(const struct mkb_dsl *d, char *buf, size_t cap) {
 static enum mkb_status write_text(const char *dir, const char *name, const char *text) {
     char path[4096];
     MKB_TRY(mkb_path_join(path, sizeof path, dir, name));
-    return mkb_write_atomic(path, text, strlen(text));
+    return mkb_write_file_atomic(path, text, strlen(text));
 }
 
 static enum mkb_status render_file(const char *tmpl, const char *dir, const char *name, const struct mkb_tvar *v,

@@ -79,7 +79,7 @@ static void put(const char *coord, const char *arm, const char *dsl, int rep, co
 static void put_skill(const char *coord, const char *text) {
     char p[4200];
     snprintf(p, sizeof p, "%s/SKILL.md", tdir(coord));
-    cr_assert_eq(mkb_write_atomic(p, text, strlen(text)), MKB_OK);
+    cr_assert_eq(mkb_write_file_atomic(p, text, strlen(text)), MKB_OK);
 }
 
 static void sha_of(const char *text, char out[MKB_SHA256_HEX]) { mkb_sha256_hex(text, strlen(text), out); }

@@ -39,7 +39,7 @@ static void mk_tmp(void) {
 static void rm_tmp(void) { mkb_rmtree(tmp); }
 
 static void write_text(const char *path, const char *text) {
-    cr_assert_eq(mkb_write_atomic(path, text, strlen(text)), MKB_OK, "%s", mkb_error_message());
+    cr_assert_eq(mkb_write_file_atomic(path, text, strlen(text)), MKB_OK, "%s", mkb_error_message());
 }
 
 /* ---- processes ---- */

@@ -119,7 +119,7 @@ Test(store, the_lock) {
     /* a lock cut short while being written is no lock */
     char p[4200];
     snprintf(p, sizeof p, "%s/.lock", t.dir);
-    cr_assert_eq(mkb_write_atomic(p, "{\"pid\": 12", 10), MKB_OK);
+    cr_assert_eq(mkb_write_file_atomic(p, "{\"pid\": 12", 10), MKB_OK);
     cr_assert_eq(mkb_store_lock(&t), MKB_OK, "%s", mkb_error_message());
     mkb_store_unlock(&t);
 
@@ -174,7 +174,7 @@ Test(store, records_archive_invocations_and_snapshot) {
 
     /* a corrupt record is an error naming it, not a missing one */
     snprintf(p, sizeof p, "%s/record.json", dir);
-    cr_assert_eq(mkb_write_atomic(p, "{\"format\": ", 11), MKB_OK);
+    cr_assert_eq(mkb_write_file_atomic(p, "{\"format\": ", 11), MKB_OK);
     cr_assert_eq(mkb_store_load_record(&s, prob, coord, &r, &exists), MKB_ERR_INVALID);
     cr_assert(strstr(mkb_error_message(), "record.json"));
     mkb_error_clear();
