@@ -12,7 +12,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 py=${1:-}
 if [[ -z $py ]]; then
     for cand in python3.12 /root/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12; do
-        if command -v "$cand" >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
+        # a version-manager shim may exist and still refuse to run: try it
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c '' >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
     done
 fi
 [[ -n $py ]] || { echo "no python3.12 here: pass the interpreter to embed" >&2; exit 2; }
