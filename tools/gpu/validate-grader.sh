@@ -132,9 +132,9 @@ for step in $steps; do
     esac
 done
 
-python3 - "$out" <<'PY' | tee -a "$log"
-import glob, json, os, statistics, sys
-out = sys.argv[1]
+python3 - "$out" "$root" <<'PY' | tee -a "$log"
+import glob, json, os, re, statistics, sys
+out, root = sys.argv[1], sys.argv[2]
 rows = {}
 for p in sorted(glob.glob(os.path.join(out, "*.json"))):
     name = os.path.basename(p)[:-5]
@@ -157,5 +157,20 @@ print("summary:", json.dumps(summary.get("spread", {})))
 sol = [n for n in rows if n.startswith("solution-")]
 print(f"solutions passed: {sum(1 for n in sol if rows[n]['passed'])}/{len(sol)}")
 exp = [n for n in rows if n.startswith("exploit-")]
-print(f"exploits rejected: {sum(1 for n in exp if not rows[n]['passed'])}/{len(exp)}")
+def as_expected(n):
+    # rejected, and with every finding its "# expect:" line names ("not-passed" names none); a
+    # crash or harness error is never the expected rejection
+    r = rows[n]
+    if r["passed"] or r["error"] in ("crash", "harness", "timeout"):
+        return False
+    src = os.path.join(root, "tests", "exploits", n[len("exploit-"):] + ".py")
+    text = open(src).read() if os.path.exists(src) else ""
+    m = re.search(r"^# expect: *(.*)$", text, re.M)
+    want = [w for w in (m.group(1).split() if m else []) if w != "not-passed"]
+    return all(w in r["findings"] for w in want)
+good = [n for n in exp if as_expected(n)]
+print(f"exploits rejected with the expected findings: {len(good)}/{len(exp)}")
+for n in exp:
+    if n not in good:
+        print(f"  NOT AS EXPECTED: {n}: passed={rows[n]['passed']} error={rows[n]['error']} findings={rows[n]['findings']}")
 PY
