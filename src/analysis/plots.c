@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/json.h"
 #include "core/fs.h"
 #include "core/log.h"
 
@@ -59,34 +60,11 @@ static void put_safe(FILE *f, const char *s) {
     for (; *s; s++) fputc(*s == '\'' || *s == '"' || *s == '\\' ? '`' : *s, f);
 }
 
-static json_t *get(json_t *o, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    json_t *v = o;
-    char *save = NULL;
-    for (char *k = strtok_r(buf, "/", &save); k && v; k = strtok_r(NULL, "/", &save)) v = json_object_get(v, k);
-    return v;
-}
-
-static double real(json_t *o, const char *path) {
-    json_t *v = get(o, path);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static long long integer(json_t *o, const char *path) {
-    json_t *v = get(o, path);
-    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
-}
-
-static const char *str(json_t *o, const char *path) {
-    json_t *v = get(o, path);
-    return json_is_string(v) ? json_string_value(v) : "";
-}
 
 static json_t *group_all(json_t *contrast) {
     size_t i;
     json_t *g;
-    json_array_foreach(json_object_get(contrast, "groups"), i, g) if (!strcmp(str(g, "family"), "all")) return g;
+    json_array_foreach(json_object_get(contrast, "groups"), i, g) if (!strcmp(mkb_json_path_str(g, "family"), "all")) return g;
     return NULL;
 }
 
@@ -130,7 +108,7 @@ static int cmp_pp(const void *a, const void *b) {
     return strcmp(x->problem, y->problem);
 }
 
-static int is_skill(json_t *c) { return !strcmp(str(c, "kind"), "skill"); }
+static int is_skill(json_t *c) { return !strcmp(mkb_json_path_str(c, "kind"), "skill"); }
 
 static enum mkb_status paired_ratio(json_t *res, const char *dir) {
     json_t *stores = json_object_get(res, "stores");
@@ -169,8 +147,8 @@ static enum mkb_status paired_ratio(json_t *res, const char *dir) {
             size_t np = json_array_size(per), k;
             json_t *g = group_all(c);
             char title[512];
-            snprintf(title, sizeof title, "%s: %s (n = %lld comparisons, %zu problems)", str(s, "model"),
-                     str(c, "name"), g ? integer(g, "n_resolved") : 0, np);
+            snprintf(title, sizeof title, "%s: %s (n = %lld comparisons, %zu problems)", mkb_json_path_str(s, "model"),
+                     mkb_json_path_str(c, "name"), g ? mkb_json_path_int(g, "n_resolved") : 0, np);
             if (np == 0) {
                 empty_panel(gp.f, title);
                 continue;
@@ -182,16 +160,16 @@ static enum mkb_status paired_ratio(json_t *res, const char *dir) {
             }
             json_t *e;
             json_array_foreach(per, k, e) {
-                v[k].ratio = real(e, "ratio");
-                v[k].n = integer(e, "n");
-                v[k].help = integer(e, "help");
-                v[k].harm = integer(e, "harm");
-                v[k].problem = str(e, "problem");
+                v[k].ratio = mkb_json_path_real(e, "ratio");
+                v[k].n = mkb_json_path_int(e, "n");
+                v[k].help = mkb_json_path_int(e, "help");
+                v[k].harm = mkb_json_path_int(e, "harm");
+                v[k].problem = mkb_json_path_str(e, "problem");
             }
             qsort(v, np, sizeof *v, cmp_pp);
             fprintf(dat.f, "# block %d: ", block);
-            put_safe(dat.f, str(s, "model"));
-            fprintf(dat.f, " %s\n", str(c, "name"));
+            put_safe(dat.f, mkb_json_path_str(s, "model"));
+            fprintf(dat.f, " %s\n", mkb_json_path_str(c, "name"));
             for (k = 0; k < np; k++) {
                 int colour = v[k].help > v[k].harm ? GREEN : v[k].harm > v[k].help ? ORANGE : GREY;
                 fprintf(dat.f, "%zu %.6f %d \"", k + 1, log2(v[k].ratio), colour);
@@ -213,7 +191,7 @@ static enum mkb_status paired_ratio(json_t *res, const char *dir) {
         }
         for (; used < cols; used++) {
             char title[512];
-            snprintf(title, sizeof title, "%s: no skill direction", str(s, "model"));
+            snprintf(title, sizeof title, "%s: no skill direction", mkb_json_path_str(s, "model"));
             empty_panel(gp.f, title);
         }
     }
@@ -242,8 +220,8 @@ static void standing_block(FILE *f, json_t *standing) {
     static const char *names[] = {"above", "same", "below"};
     for (int k = 0; k < 3; k++) {
         json_t *x = json_object_get(standing, names[k]);
-        long long n = integer(x, "n");
-        double h = real(x, "help/value"), m = real(x, "harm/value"), z = real(x, "neutral/value");
+        long long n = mkb_json_path_int(x, "n");
+        double h = mkb_json_path_real(x, "help/value"), m = mkb_json_path_real(x, "harm/value"), z = mkb_json_path_real(x, "neutral/value");
         if (n == 0) h = m = z = 0;
         fprintf(f, "\"%s (n=%lld)\" %.4f %.4f %.4f\n", names[k], n, 100 * h, 100 * z, 100 * m);
     }
@@ -287,23 +265,23 @@ static enum mkb_status standing(json_t *res, const char *dir) {
     json_t *s, *c;
     json_array_foreach(stores, i, s) {
         json_t *pooled = NULL;
-        json_array_foreach(json_object_get(s, "contrasts"), j, c) if (!strcmp(str(c, "kind"), "pooled")) pooled = c;
+        json_array_foreach(json_object_get(s, "contrasts"), j, c) if (!strcmp(mkb_json_path_str(c, "kind"), "pooled")) pooled = c;
         json_t *g = pooled ? group_all(pooled) : NULL;
         char title[512];
-        snprintf(title, sizeof title, "%s (n = %lld)", str(s, "model"), g ? integer(g, "n_resolved") : 0);
+        snprintf(title, sizeof title, "%s (n = %lld)", mkb_json_path_str(s, "model"), g ? mkb_json_path_int(g, "n_resolved") : 0);
         if (!g || !json_object_get(g, "standing")) {
             empty_panel(gp.f, title);
             continue;
         }
         fprintf(dat.f, "# block %d: ", block);
-        put_safe(dat.f, str(s, "model"));
+        put_safe(dat.f, mkb_json_path_str(s, "model"));
         fputc('\n', dat.f);
         standing_block(dat.f, json_object_get(g, "standing"));
         standing_panel(gp.f, title, block++);
     }
     if (ns > 1) {
-        json_t *sp = get(res, "models/standing_pooled");
-        long long n = integer(sp, "above/n") + integer(sp, "same/n") + integer(sp, "below/n");
+        json_t *sp = mkb_json_path(res, "models/standing_pooled");
+        long long n = mkb_json_path_int(sp, "above/n") + mkb_json_path_int(sp, "same/n") + mkb_json_path_int(sp, "below/n");
         char title[128];
         snprintf(title, sizeof title, "all models (n = %lld)", n);
         fprintf(dat.f, "# block %d: all models\n", block);
@@ -347,7 +325,7 @@ static enum mkb_status ladders(json_t *res, const char *dir) {
         json_t *arms = json_object_get(s, "arms");
         size_t na = json_array_size(arms);
         char title[512];
-        snprintf(title, sizeof title, "%s", str(s, "model"));
+        snprintf(title, sizeof title, "%s", mkb_json_path_str(s, "model"));
         if (na == 0) {
             empty_panel(gp.f, title);
             continue;
@@ -355,14 +333,14 @@ static enum mkb_status ladders(json_t *res, const char *dir) {
         fprintf(dat.f, "\"pos\" \"t\"");
         json_array_foreach(arms, j, a) {
             fputs(" \"", dat.f);
-            put_safe(dat.f, str(a, "arm"));
-            fprintf(dat.f, " (n=%lld)\"", integer(a, "n_scored"));
+            put_safe(dat.f, mkb_json_path_str(a, "arm"));
+            fprintf(dat.f, " (n=%lld)\"", mkb_json_path_int(a, "n_scored"));
         }
         fputc('\n', dat.f);
         for (int t = 0; t < 5; t++) {
             fprintf(dat.f, "%d \"%s\"", t, labels[t]);
             json_array_foreach(arms, j, a) {
-                double v = real(json_object_get(json_object_get(a, "ladder"), rungs[t]), "value");
+                double v = mkb_json_path_real(json_object_get(json_object_get(a, "ladder"), rungs[t]), "value");
                 if (isfinite(v))
                     fprintf(dat.f, " %.4f", 100 * v);
                 else

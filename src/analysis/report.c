@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/arena.h"
 
 /* ---- the document model ---- */
@@ -150,34 +151,11 @@ static void figure(struct doc *d, const char *name, const char *caption) {
 
 /* ---- reading results.json ---- */
 
-static json_t *get(json_t *o, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    json_t *v = o;
-    char *save = NULL;
-    for (char *k = strtok_r(buf, "/", &save); k && v; k = strtok_r(NULL, "/", &save)) v = json_object_get(v, k);
-    return v;
-}
-
-static double real(json_t *o, const char *path) {
-    json_t *v = get(o, path);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static long long integer(json_t *o, const char *path) {
-    json_t *v = get(o, path);
-    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
-}
-
-static const char *str(json_t *o, const char *path) {
-    json_t *v = get(o, path);
-    return json_is_string(v) ? json_string_value(v) : "";
-}
 
 static json_t *group_of(json_t *contrast, const char *family) {
     size_t i;
     json_t *g;
-    json_array_foreach(json_object_get(contrast, "groups"), i, g) if (!strcmp(str(g, "family"), family)) return g;
+    json_array_foreach(json_object_get(contrast, "groups"), i, g) if (!strcmp(mkb_json_path_str(g, "family"), family)) return g;
     return NULL;
 }
 
@@ -187,33 +165,33 @@ static json_t *group_of(json_t *contrast, const char *family) {
 
 static const char *ci_text(struct doc *d, json_t *ci, double scale, int sign) {
     if (!json_is_object(ci)) return "";
-    double lo = real(ci, "lo") * scale, hi = real(ci, "hi") * scale;
+    double lo = mkb_json_path_real(ci, "lo") * scale, hi = mkb_json_path_real(ci, "hi") * scale;
     return sign ? fmt(d, " [%+.1f, %+.1f]", lo, hi) : fmt(d, " [%.1f, %.1f]", lo, hi);
 }
 
 /* a rate object as "25.0 [4.6, 69.9]" (percent), with the Wilson or bootstrap interval */
 static const char *rate(struct doc *d, json_t *r, const char *which) {
-    double v = real(r, "value");
+    double v = mkb_json_path_real(r, "value");
     if (!isfinite(v)) return NA;
-    return fmt(d, "%.1f%s", 100 * v, ci_text(d, get(r, which), 100, 0));
+    return fmt(d, "%.1f%s", 100 * v, ci_text(d, mkb_json_path(r, which), 100, 0));
 }
 
 /* a {value, ci} object as a signed percent: "+145.6 [-25.0, +2061.9]" */
 static const char *signed_pct(struct doc *d, json_t *vc, double scale) {
-    double v = real(vc, "value");
+    double v = mkb_json_path_real(vc, "value");
     if (!isfinite(v)) return NA;
-    return fmt(d, "%+.1f%s", scale * v, ci_text(d, get(vc, "ci"), scale, 1));
+    return fmt(d, "%+.1f%s", scale * v, ci_text(d, mkb_json_path(vc, "ci"), scale, 1));
 }
 
 static const char *pval(struct doc *d, json_t *o, const char *path) {
-    double p = real(o, path);
+    double p = mkb_json_path_real(o, path);
     if (!isfinite(p)) return NA;
     if (p < 0.001) return "<0.001";
     return fmt(d, "%.3f", p);
 }
 
 static const char *count_of(struct doc *d, json_t *g) {
-    long long n = integer(g, "n_resolved"), cells = integer(g, "n_cell_replicates");
+    long long n = mkb_json_path_int(g, "n_resolved"), cells = mkb_json_path_int(g, "n_cell_replicates");
     return n == cells ? fmt(d, "%lld", n) : fmt(d, "%lld of %lld", n, cells);
 }
 
@@ -222,9 +200,9 @@ static const char *const rungs[] = {"R@0", "R@0.5", "R@1", "R@2", "R@4"};
 static const char *rung(struct doc *d, json_t *ladder, int t) { return rate(d, json_object_get(ladder, rungs[t]), "ci_wilson"); }
 
 static const char *s_text(struct doc *d, json_t *ladder) {
-    double s = real(ladder, "S");
+    double s = mkb_json_path_real(ladder, "S");
     if (!isfinite(s)) return NA;
-    return fmt(d, "%.1f%s", s, ci_text(d, get(ladder, "S_ci"), 1, 0));
+    return fmt(d, "%.1f%s", s, ci_text(d, mkb_json_path(ladder, "S_ci"), 1, 0));
 }
 
 static const char *lift_rung(struct doc *d, json_t *lift, int t) {
@@ -238,13 +216,13 @@ static const char *lift_rung(struct doc *d, json_t *lift, int t) {
     "minus 1, in percent"
 
 static int is_transfer(json_t *c) {
-    const char *k = str(c, "kind");
+    const char *k = mkb_json_path_str(c, "kind");
     return !strcmp(k, "skill") || !strcmp(k, "pooled");
 }
 
 static const char *label_of(struct doc *d, json_t *c) {
-    if (!strcmp(str(c, "kind"), "pooled")) return "all directions";
-    return fmt(d, "%s", str(c, "name"));
+    if (!strcmp(mkb_json_path_str(c, "kind"), "pooled")) return "all directions";
+    return fmt(d, "%s", mkb_json_path_str(c, "name"));
 }
 
 static void transfer_table(struct doc *d, json_t *store, enum mkb_report_by by) {
@@ -268,10 +246,10 @@ static void transfer_table(struct doc *d, json_t *store, enum mkb_report_by by) 
             if (!is_transfer(c)) continue;
             json_t *g = group_of(c, fam);
             if (!g) continue;
-            row(d, t, label_of(d, c), fam, count_of(d, g), fmt(d, "%lld", integer(g, "n_problems")),
-                rate(d, get(g, "help"), "ci_boot"), rate(d, get(g, "harm"), "ci_boot"), rate(d, get(g, "neutral"), "ci_wilson"),
-                signed_pct(d, get(g, "dgm"), 100), pval(d, g, "tests/sign/p"), pval(d, g, "tests/wilcoxon/p"),
-                fmt(d, "%lld/%lld (%s)", integer(g, "tests/mcnemar/lost"), integer(g, "tests/mcnemar/gained"),
+            row(d, t, label_of(d, c), fam, count_of(d, g), fmt(d, "%lld", mkb_json_path_int(g, "n_problems")),
+                rate(d, mkb_json_path(g, "help"), "ci_boot"), rate(d, mkb_json_path(g, "harm"), "ci_boot"), rate(d, mkb_json_path(g, "neutral"), "ci_wilson"),
+                signed_pct(d, mkb_json_path(g, "dgm"), 100), pval(d, g, "tests/sign/p"), pval(d, g, "tests/wilcoxon/p"),
+                fmt(d, "%lld/%lld (%s)", mkb_json_path_int(g, "tests/mcnemar/lost"), mkb_json_path_int(g, "tests/mcnemar/gained"),
                     pval(d, g, "tests/mcnemar/p_exact")));
         }
     }
@@ -279,8 +257,8 @@ static void transfer_table(struct doc *d, json_t *store, enum mkb_report_by by) 
 
 static void ladder_rows(struct doc *d, struct table *t, const char *dir, const char *what, json_t *lad, int full) {
     if (!lad) return;
-    json_t *base = get(lad, "base"), *treat = get(lad, "treat"), *lift = get(lad, "lift");
-    const char *n = fmt(d, "%lld", integer(lad, "n"));
+    json_t *base = mkb_json_path(lad, "base"), *treat = mkb_json_path(lad, "treat"), *lift = mkb_json_path(lad, "lift");
+    const char *n = fmt(d, "%lld", mkb_json_path_int(lad, "n"));
     if (full) {
         row(d, t, dir, fmt(d, "%s base", what), n, rung(d, base, 0), rung(d, base, 1), rung(d, base, 2), rung(d, base, 3),
             rung(d, base, 4), s_text(d, base));
@@ -288,7 +266,7 @@ static void ladder_rows(struct doc *d, struct table *t, const char *dir, const c
             rung(d, treat, 3), rung(d, treat, 4), s_text(d, treat));
     }
     row(d, t, dir, fmt(d, "%s lift", what), n, lift_rung(d, lift, 0), lift_rung(d, lift, 1), lift_rung(d, lift, 2),
-        lift_rung(d, lift, 3), lift_rung(d, lift, 4), signed_pct(d, get(lift, "S"), 1));
+        lift_rung(d, lift, 3), lift_rung(d, lift, 4), signed_pct(d, mkb_json_path(lift, "S"), 1));
 }
 
 static void ladder_table(struct doc *d, json_t *store) {
@@ -306,10 +284,10 @@ static void ladder_table(struct doc *d, json_t *store) {
         json_t *g = group_of(c, "all");
         if (!g) continue;
         const char *dir = label_of(d, c);
-        ladder_rows(d, t, dir, "all:", get(g, "ladders"), 1);
-        ladder_rows(d, t, dir, "with skill:", get(g, "with_skill"), 0);
-        ladder_rows(d, t, dir, "source passed:", get(g, "by_source_verdict/passed"), 1);
-        ladder_rows(d, t, dir, "source failed:", get(g, "by_source_verdict/failed"), 1);
+        ladder_rows(d, t, dir, "all:", mkb_json_path(g, "ladders"), 1);
+        ladder_rows(d, t, dir, "with skill:", mkb_json_path(g, "with_skill"), 0);
+        ladder_rows(d, t, dir, "source passed:", mkb_json_path(g, "by_source_verdict/passed"), 1);
+        ladder_rows(d, t, dir, "source failed:", mkb_json_path(g, "by_source_verdict/failed"), 1);
     }
 }
 
@@ -325,18 +303,18 @@ static void coverage_table(struct doc *d, json_t *store) {
         if (!is_transfer(c)) continue;
         json_t *g = group_of(c, "all");
         if (!g) continue;
-        row(d, t, label_of(d, c), count_of(d, g), rate(d, get(g, "source_coverage"), "ci_wilson"),
-            rate(d, get(g, "skill_coverage"), "ci_wilson"));
+        row(d, t, label_of(d, c), count_of(d, g), rate(d, mkb_json_path(g, "source_coverage"), "ci_wilson"),
+            rate(d, mkb_json_path(g, "skill_coverage"), "ci_wilson"));
     }
 }
 
 static void standing_rows(struct doc *d, struct table *t, const char *label, json_t *standing) {
     static const char *names[] = {"above", "same", "below"};
     for (int s = 0; s < 3; s++) {
-        json_t *x = get(standing, names[s]);
+        json_t *x = mkb_json_path(standing, names[s]);
         if (!x) continue;
-        row(d, t, label, names[s], fmt(d, "%lld", integer(x, "n")), rate(d, get(x, "help"), "ci_wilson"),
-            rate(d, get(x, "harm"), "ci_wilson"), rate(d, get(x, "neutral"), "ci_wilson"), signed_pct(d, get(x, "dgm"), 100));
+        row(d, t, label, names[s], fmt(d, "%lld", mkb_json_path_int(x, "n")), rate(d, mkb_json_path(x, "help"), "ci_wilson"),
+            rate(d, mkb_json_path(x, "harm"), "ci_wilson"), rate(d, mkb_json_path(x, "neutral"), "ci_wilson"), signed_pct(d, mkb_json_path(x, "dgm"), 100));
     }
 }
 
@@ -358,14 +336,14 @@ static void standing_table(struct doc *d, json_t *store) {
     json_array_foreach(json_object_get(store, "contrasts"), i, c) {
         if (!is_transfer(c)) continue;
         json_t *g = group_of(c, "all");
-        if (g) standing_rows(d, t, label_of(d, c), get(g, "standing"));
+        if (g) standing_rows(d, t, label_of(d, c), mkb_json_path(g, "standing"));
     }
 }
 
 static void reverse_row(struct doc *d, struct table *t, const char *from, const char *to, json_t *e) {
-    row(d, t, from, to, str(e, "family"), str(e, "which"), fmt(d, "%lld", integer(e, "n")),
-        rate(d, get(e, "help"), "ci_wilson"), rate(d, get(e, "harm"), "ci_wilson"),
-        rate(d, get(e, "neutral"), "ci_wilson"));
+    row(d, t, from, to, mkb_json_path_str(e, "family"), mkb_json_path_str(e, "which"), fmt(d, "%lld", mkb_json_path_int(e, "n")),
+        rate(d, mkb_json_path(e, "help"), "ci_wilson"), rate(d, mkb_json_path(e, "harm"), "ci_wilson"),
+        rate(d, mkb_json_path(e, "neutral"), "ci_wilson"));
 }
 
 static const char *const reverse_head[] = {"from", "to", "family", "selected", ">n", ">reverse helped % [95% CI]",
@@ -381,9 +359,9 @@ static void reverse_table(struct doc *d, json_t *store, enum mkb_report_by by) {
     size_t i;
     json_t *e;
     json_array_foreach(rev, i, e) {
-        if (by == MKB_REPORT_BY_DIRECTION && strcmp(str(e, "family"), "all") != 0) continue;
-        int all = !strcmp(str(e, "from"), "all");
-        reverse_row(d, t, all ? "both directions" : str(e, "from"), all ? "each's reverse" : str(e, "to"), e);
+        if (by == MKB_REPORT_BY_DIRECTION && strcmp(mkb_json_path_str(e, "family"), "all") != 0) continue;
+        int all = !strcmp(mkb_json_path_str(e, "from"), "all");
+        reverse_row(d, t, all ? "both directions" : mkb_json_path_str(e, "from"), all ? "each's reverse" : mkb_json_path_str(e, "to"), e);
     }
 }
 
@@ -408,7 +386,7 @@ static void controls_table(struct doc *d, json_t *store) {
     int nd = 0;
     json_array_foreach(contrasts, i, c) {
         if (is_transfer(c)) continue;
-        const char *x = str(c, "dsl");
+        const char *x = mkb_json_path_str(c, "dsl");
         int seen = 0;
         for (int k = 0; k < nd; k++) seen |= !strcmp(dsls[k], x);
         if (!seen && nd < 32) dsls[nd++] = x;
@@ -416,22 +394,22 @@ static void controls_table(struct doc *d, json_t *store) {
     static const char *order[] = {"skill", "placebo", "self", "versus"};
     for (int k = 0; k < nd; k++)
         for (int o = 0; o < 4; o++) json_array_foreach(contrasts, i, c) {
-                if (strcmp(str(c, "kind"), order[o]) != 0 || strcmp(str(c, "dsl"), dsls[k]) != 0) continue;
+                if (strcmp(mkb_json_path_str(c, "kind"), order[o]) != 0 || strcmp(mkb_json_path_str(c, "dsl"), dsls[k]) != 0) continue;
                 json_t *g = group_of(c, "all");
                 if (!g) continue;
-                row(d, t, dsls[k], str(c, "treat_arm"), str(c, "base_arm"), count_of(d, g),
-                    rate(d, get(g, "help"), "ci_boot"), rate(d, get(g, "harm"), "ci_boot"),
-                    signed_pct(d, get(g, "dgm"), 100), signed_pct(d, get(g, "ladders/lift/S"), 1));
+                row(d, t, dsls[k], mkb_json_path_str(c, "treat_arm"), mkb_json_path_str(c, "base_arm"), count_of(d, g),
+                    rate(d, mkb_json_path(g, "help"), "ci_boot"), rate(d, mkb_json_path(g, "harm"), "ci_boot"),
+                    signed_pct(d, mkb_json_path(g, "dgm"), 100), signed_pct(d, mkb_json_path(g, "ladders/lift/S"), 1));
             }
 }
 
 static const char *int_or_na(struct doc *d, json_t *o, const char *path) {
-    json_t *v = get(o, path);
+    json_t *v = mkb_json_path(o, path);
     return json_is_integer(v) ? fmt(d, "%lld", (long long)json_integer_value(v)) : NA;
 }
 
 static const char *real_or_na(struct doc *d, json_t *o, const char *path, const char *f) {
-    double x = real(o, path);
+    double x = mkb_json_path_real(o, path);
     return isfinite(x) ? fmt(d, f, x) : NA;
 }
 
@@ -447,9 +425,9 @@ static void arms_table(struct doc *d, json_t *store) {
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(store, "arms"), i, a) {
-        json_t *l = get(a, "ladder"), *u = get(a, "usage");
-        row(d, t, str(a, "arm"), fmt(d, "%lld", integer(a, "n_trials")), fmt(d, "%lld", integer(a, "n_scored")),
-            rate(d, get(l, "R@0"), "ci_wilson"), rate(d, get(l, "R@1"), "ci_wilson"), s_text(d, l),
+        json_t *l = mkb_json_path(a, "ladder"), *u = mkb_json_path(a, "usage");
+        row(d, t, mkb_json_path_str(a, "arm"), fmt(d, "%lld", mkb_json_path_int(a, "n_trials")), fmt(d, "%lld", mkb_json_path_int(a, "n_scored")),
+            rate(d, mkb_json_path(l, "R@0"), "ci_wilson"), rate(d, mkb_json_path(l, "R@1"), "ci_wilson"), s_text(d, l),
             int_or_na(d, u, "tokens_in"), int_or_na(d, u, "tokens_cached"), int_or_na(d, u, "tokens_out"),
             real_or_na(d, u, "cost_usd", "%.2f"), real_or_na(d, u, "agent_s_mean", "%.0f"));
     }
@@ -464,28 +442,28 @@ static void unresolved_table(struct doc *d, json_t *store) {
                             4, head);
     size_t i;
     json_t *e;
-    json_array_foreach(u, i, e) row(d, t, str(e, "name"), str(e, "problem"), fmt(d, "r%lld", integer(e, "replicate")),
-                                    str(e, "reason"));
+    json_array_foreach(u, i, e) row(d, t, mkb_json_path_str(e, "name"), mkb_json_path_str(e, "problem"), fmt(d, "r%lld", mkb_json_path_int(e, "replicate")),
+                                    mkb_json_path_str(e, "reason"));
 }
 
 static void store_section(struct doc *d, json_t *store, const struct mkb_report_opts *o) {
-    heading(d, 2, "Model %s", str(store, "model"));
+    heading(d, 2, "Model %s", mkb_json_path_str(store, "model"));
     json_t *fam = json_object_get(store, "families");
     char fams[512] = "";
     size_t i, used = 0;
     json_t *f;
     json_array_foreach(fam, i, f) used += (size_t)snprintf(fams + used, used < sizeof fams ? sizeof fams - used : 0,
                                                           "%s%s", i ? ", " : "", json_string_value(f));
-    if (integer(store, "trials/dirs") == 0) {
-        para(d, "Store %s holds no trial yet.", str(store, "dir"));
+    if (mkb_json_path_int(store, "trials/dirs") == 0) {
+        para(d, "Store %s holds no trial yet.", mkb_json_path_str(store, "dir"));
         return;
     }
     para(d, "Store %s: %lld problems (%s), replicates 1..%lld; %lld trials: %lld graded, %lld skipped, %lld in error, "
             "%lld without a record.",
-         str(store, "dir"), integer(store, "n_problems"), fams, integer(store, "replicates"),
-         integer(store, "trials/dirs"), integer(store, "trials/verdict"), integer(store, "trials/skip"),
-         integer(store, "trials/error"), integer(store, "trials/missing"));
-    if (json_is_true(get(store, "partial")))
+         mkb_json_path_str(store, "dir"), mkb_json_path_int(store, "n_problems"), fams, mkb_json_path_int(store, "replicates"),
+         mkb_json_path_int(store, "trials/dirs"), mkb_json_path_int(store, "trials/verdict"), mkb_json_path_int(store, "trials/skip"),
+         mkb_json_path_int(store, "trials/error"), mkb_json_path_int(store, "trials/missing"));
+    if (json_is_true(mkb_json_path(store, "partial")))
         para(d, "**PARTIAL**: %zu cell-replicate comparison(s) could not be scored (listed at the end of this "
                 "section); every figure below covers only the resolved ones and says so in its n.",
              json_array_size(json_object_get(store, "unresolved")));
@@ -536,10 +514,10 @@ static void models_section(struct doc *d, json_t *models) {
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(models, "rows"), i, r) {
-        const char *dir = str(r, "direction");
-        row(d, t, str(r, "model"), !strcmp(dir, "all_directions") ? "all directions" : dir,
-            fmt(d, "%lld", integer(r, "n")), fmt(d, "%lld", integer(r, "n_problems")), rate(d, get(r, "help"), "ci_boot"),
-            signed_pct(d, get(r, "dgm"), 100), rate(d, get(r, "harm"), "ci_boot"), rate(d, get(r, "neutral"), "ci_wilson"));
+        const char *dir = mkb_json_path_str(r, "direction");
+        row(d, t, mkb_json_path_str(r, "model"), !strcmp(dir, "all_directions") ? "all directions" : dir,
+            fmt(d, "%lld", mkb_json_path_int(r, "n")), fmt(d, "%lld", mkb_json_path_int(r, "n_problems")), rate(d, mkb_json_path(r, "help"), "ci_boot"),
+            signed_pct(d, mkb_json_path(r, "dgm"), 100), rate(d, mkb_json_path(r, "harm"), "ci_boot"), rate(d, mkb_json_path(r, "neutral"), "ci_wilson"));
     }
     const char *head2[7];
     memcpy(head2, standing_head, sizeof head2);
@@ -550,9 +528,9 @@ static void models_section(struct doc *d, json_t *models) {
                "Wilson intervals; ΔGM with bootstrap intervals resampling (model, problem); %s.",
             CLIP_NOTE),
         7, head2);
-    standing_rows(d, t2, "all models", get(models, "standing_pooled"));
+    standing_rows(d, t2, "all models", mkb_json_path(models, "standing_pooled"));
     json_t *rp = json_object_get(models, "reverse_pooled");
-    if (integer(json_array_get(rp, 0), "n") + integer(json_array_get(rp, 1), "n") > 0) {
+    if (mkb_json_path_int(json_array_get(rp, 0), "n") + mkb_json_path_int(json_array_get(rp, 1), "n") > 0) {
         struct table *t3 = table(d, "reverse_pooled",
                                  "Reverse direction pooled over every model: of the comparisons helped (harmed) in "
                                  "one direction, the outcome on the same model, problem and replicate in the other. "
@@ -569,9 +547,9 @@ static void build(struct doc *d, json_t *res, const struct mkb_report_opts *o) {
     size_t i, used = 0;
     json_t *s;
     json_array_foreach(stores, i, s) used += (size_t)snprintf(models + used, used < sizeof models ? sizeof models - used : 0,
-                                                             "%s%s", i ? ", " : "", str(s, "model"));
-    para(d, "%zu store(s): %s. mkb %s.", json_array_size(stores), models, str(res, "mkb_version"));
-    long long B = integer(res, "settings/bootstrap/resamples");
+                                                             "%s%s", i ? ", " : "", mkb_json_path_str(s, "model"));
+    para(d, "%zu store(s): %s. mkb %s.", json_array_size(stores), models, mkb_json_path_str(res, "mkb_version"));
+    long long B = mkb_json_path_int(res, "settings/bootstrap/resamples");
     para(d, "How to read the figures. A comparison pairs an attempt with its base on the same problem and replicate. "
             "Tiers: failed < passed with speedup in [0,0.5) < [0.5,1) < [1,2) < [2,4) < ≥4; help / harm = the "
             "attempt's tier above / below the base's. A skipped skill (the source wrote no SKILL.md) is scored as the "
@@ -579,9 +557,9 @@ static void build(struct doc *d, json_t *res, const struct mkb_report_opts *o) {
             "Percentages throughout; every interval is 95%%: Wilson score intervals for rates, percentile bootstrap "
             "intervals for lift, T, H and ΔGM (%s). n is the number of comparisons; \"4 of 5\" means one "
             "cell-replicate is unresolved.",
-         B > 0 ? fmt(d, "B = %lld resamples of problems, paired, seed %lld", B, integer(res, "settings/bootstrap/seed"))
+         B > 0 ? fmt(d, "B = %lld resamples of problems, paired, seed %lld", B, mkb_json_path_int(res, "settings/bootstrap/seed"))
                : "bootstrap turned off");
-    if (json_is_true(get(res, "partial")))
+    if (json_is_true(mkb_json_path(res, "partial")))
         para(d, "**PARTIAL REPORT**: some trials are missing, in flight or ended in error; see each model's "
                 "'Unresolved' table.");
     if (json_array_size(stores) > 1) models_section(d, json_object_get(res, "models"));

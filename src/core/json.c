@@ -1,6 +1,7 @@
 /* jansson helpers (see json.h). */
 #include "core/json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,4 +52,28 @@ json_t *mkb_json_int_array(const int64_t *v, int n) {
         }
     }
     return a;
+}
+
+json_t *mkb_json_path(json_t *o, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *v = o;
+    char *save = NULL;
+    for (char *k = strtok_r(buf, "/", &save); k && v; k = strtok_r(NULL, "/", &save)) v = json_object_get(v, k);
+    return v;
+}
+
+double mkb_json_path_real(json_t *o, const char *path) {
+    json_t *v = mkb_json_path(o, path);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+long long mkb_json_path_int(json_t *o, const char *path) {
+    json_t *v = mkb_json_path(o, path);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+const char *mkb_json_path_str(json_t *o, const char *path) {
+    json_t *v = mkb_json_path(o, path);
+    return json_is_string(v) ? json_string_value(v) : "";
 }

@@ -20,4 +20,11 @@ enum mkb_status mkb_json_print(const json_t *v);
 /* A JSON array of int64 values (shapes). New reference, NULL when out of memory. */
 json_t *mkb_json_int_array(const int64_t *v, int n);
 
+/* The value at a '/'-separated path of object keys ("ladder/base/S"), or NULL. Borrowed. */
+json_t *mkb_json_path(json_t *o, const char *path);
+/* Typed reads at a path: NAN, 0 or "" when the value is missing or of another type. */
+double mkb_json_path_real(json_t *o, const char *path);
+long long mkb_json_path_int(json_t *o, const char *path);
+const char *mkb_json_path_str(json_t *o, const char *path);
+
 #endif

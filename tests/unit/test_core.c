@@ -1,6 +1,7 @@
 /* The core module: status codes and the relayed error trace, the arena, file helpers (atomic
  * writes, mkdir -p, clear errors), JSON load/save, and SHA-256 known answers. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,4 +131,16 @@ Test(sha256, known_answers) {
     for (size_t i = 0; i < strlen(m); i += 5) mkb_sha256_update(&h, m + i, strlen(m) - i < 5 ? strlen(m) - i : 5);
     cr_assert_eq(mkb_sha256_final(&h, hex), MKB_OK);
     cr_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+Test(json, typed_reads_at_a_path) {
+    json_t *v = json_pack("{s:{s:{s:f, s:i, s:s}}}", "ladder", "base", "S", 42.5, "n", 7, "dsl", "tirx");
+    cr_assert_float_eq(mkb_json_path_real(v, "ladder/base/S"), 42.5, 0);
+    cr_assert_eq(mkb_json_path_int(v, "ladder/base/n"), 7);
+    cr_assert_str_eq(mkb_json_path_str(v, "ladder/base/dsl"), "tirx");
+    cr_assert(isnan(mkb_json_path_real(v, "ladder/skill/S")), "a missing path reads as NaN");
+    cr_assert_eq(mkb_json_path_int(v, "ladder/base/dsl"), 0, "a value of another type reads as 0");
+    cr_assert_str_eq(mkb_json_path_str(v, "ladder/base/n"), "");
+    cr_assert_null(mkb_json_path(v, "nope/x"));
+    json_decref(v);
 }
