@@ -12,28 +12,7 @@
 enum mkb_status mkb_agent_sandbox_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
                                        struct mkb_exec_result *out) {
     const struct mkb_agent_sandbox *as = ctx;
-    memset(out, 0, sizeof *out);
-    if (max_output < 64) max_output = 64;
-    const char *argv[] = {"bash", "-c", command, NULL};
-    struct mkb_sandbox_cmd cmd = {
-        .argv = argv,
-        .deadline = mkb_proc_now() + (timeout_s > 0 ? timeout_s : 1e9),
-        .cancel = as->cancel,
-        .capture_max = max_output / 2,
-        .tail_max = max_output - max_output / 2,
-    };
-    struct mkb_proc_result r;
-    MKB_TRY(mkb_sandbox_run(as->sandbox, &cmd, &r));
-    out->output = r.out;
-    r.out = NULL;
-    mkb_utf8_sanitize(out->output, r.out_len);
-    out->output_bytes = r.out_total;
-    out->truncated = r.out_total > max_output;
-    out->exit_code = r.exit_code;
-    out->timed_out = r.timed_out;
-    out->wall_s = r.wall_s;
-    mkb_proc_result_release(&r);
-    return MKB_OK;
+    return mkb_sandbox_exec_cancel(as->sandbox, as->cancel, command, timeout_s, max_output, out);
 }
 
 enum mkb_status mkb_agent_trial(void *ctx, const struct mkb_agent_attempt *a, struct mkb_agent_outcome *out) {

@@ -357,15 +357,16 @@ enum mkb_status mkb_sandbox_check(const char *bwrap, bool network) {
     return s;
 }
 
-enum mkb_status mkb_sandbox_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
-                                 struct mkb_exec_result *out) {
-    const struct mkb_sandbox *sb = ctx;
+enum mkb_status mkb_sandbox_exec_cancel(const struct mkb_sandbox *sb, const volatile sig_atomic_t *cancel,
+                                        const char *command, double timeout_s, int64_t max_output,
+                                        struct mkb_exec_result *out) {
     memset(out, 0, sizeof *out);
     if (max_output < 64) max_output = 64;
     const char *argv[] = {"bash", "-c", command, NULL};
     struct mkb_sandbox_cmd cmd = {
         .argv = argv,
         .deadline = mkb_proc_now() + (timeout_s > 0 ? timeout_s : 1e9),
+        .cancel = cancel,
         .capture_max = max_output / 2,
         .tail_max = max_output - max_output / 2,
     };
@@ -381,4 +382,9 @@ enum mkb_status mkb_sandbox_exec(void *ctx, const char *command, double timeout_
     out->wall_s = r.wall_s;
     mkb_proc_result_release(&r);
     return MKB_OK;
+}
+
+enum mkb_status mkb_sandbox_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
+                                 struct mkb_exec_result *out) {
+    return mkb_sandbox_exec_cancel(ctx, NULL, command, timeout_s, max_output, out);
 }

@@ -85,5 +85,9 @@ enum mkb_status mkb_sandbox_check(const char *bwrap, bool network);
 struct mkb_exec_result;
 enum mkb_status mkb_sandbox_exec(void *ctx, const char *command, double timeout_s, int64_t max_output,
                                  struct mkb_exec_result *out);
+/* The same, stopped at once when *cancel becomes non-zero (cancel may be NULL). */
+enum mkb_status mkb_sandbox_exec_cancel(const struct mkb_sandbox *sb, const volatile sig_atomic_t *cancel,
+                                        const char *command, double timeout_s, int64_t max_output,
+                                        struct mkb_exec_result *out);
 
 #endif
