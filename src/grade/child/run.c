@@ -391,7 +391,9 @@ static json_t *account_summary(json_t *calls) {
         dms += json_real_value(json_object_get(c, "dsl_kernel_ms"));
         oms += json_real_value(json_object_get(c, "other_kernel_ms"));
     }
-    json_t *j = json_pack("{s:f, s:f, s:o, s:o}", "dsl_kernels_median", n ? mkb_median(dk, n) : 0.0,
+    /* calls stays the caller's (O: a new reference): the summary is rebuilt after every draw and
+     * replaces the last one, whose release must not free the list still being filled */
+    json_t *j = json_pack("{s:f, s:f, s:o, s:O}", "dsl_kernels_median", n ? mkb_median(dk, n) : 0.0,
                           "other_kernels_median", n ? mkb_median(ok, n) : 0.0, "dsl_time_fraction",
                           dms + oms > 0 ? json_real(dms / (dms + oms)) : json_null(), "calls", calls);
     free(dk);
@@ -439,6 +441,7 @@ int mkb_child_run_candidate(void) {
 
     json_t *calls = json_array();
     json_object_set_new(res, "accounting", account_summary(calls));
+    json_decref(calls); /* the summary in res holds it now, and each new summary takes its own reference */
     double verify_s = 0;
     int correct = 0;
     json_t *mismatch = NULL;
