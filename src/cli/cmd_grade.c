@@ -86,11 +86,7 @@ int cmd_grade(int argc, char **argv) {
             o.sites[o.nsites++] = optarg;
             break;
         case 'c':
-            if (!strcmp(optarg, "full"))
-                o.scale = MKB_SCALE_FULL;
-            else if (!strcmp(optarg, "test"))
-                o.scale = MKB_SCALE_TEST;
-            else
+            if (!mkb_scale_from_name(optarg, &o.scale))
                 return mkb_cli_usage("grade", "--scale must be full or test, not '%s'", optarg);
             break;
         case 'i': o.import_only = true; break;

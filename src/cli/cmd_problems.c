@@ -336,11 +336,7 @@ static int problems_show(int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (ch) {
         case 's':
-            if (!strcmp(optarg, "full"))
-                scale = MKB_SCALE_FULL;
-            else if (!strcmp(optarg, "test"))
-                scale = MKB_SCALE_TEST;
-            else
+            if (!mkb_scale_from_name(optarg, &scale))
                 return mkb_cli_usage("problems", "--scale must be full or test, not '%s'", optarg);
             break;
         case 'j': json = true; break;

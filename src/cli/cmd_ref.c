@@ -194,11 +194,7 @@ int cmd_ref(int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (ch) {
         case 's':
-            if (!strcmp(optarg, "full"))
-                scale = MKB_SCALE_FULL;
-            else if (!strcmp(optarg, "test"))
-                scale = MKB_SCALE_TEST;
-            else
+            if (!mkb_scale_from_name(optarg, &scale))
                 return mkb_cli_usage("ref", "--scale must be test or full, not '%s'", optarg);
             break;
         case 'S':

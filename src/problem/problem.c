@@ -390,3 +390,10 @@ enum mkb_status mkb_problem_cost(const struct mkb_problem *p, enum mkb_scale s, 
     if (st != MKB_OK) return mkb_error_wrap(st, "costing at %s scale", s == MKB_SCALE_FULL ? "full" : "test");
     return MKB_OK;
 }
+
+bool mkb_scale_from_name(const char *name, enum mkb_scale *out) {
+    if (!strcmp(name, "full")) *out = MKB_SCALE_FULL;
+    else if (!strcmp(name, "test")) *out = MKB_SCALE_TEST;
+    else return false;
+    return true;
+}

@@ -24,6 +24,9 @@
 
 enum mkb_scale { MKB_SCALE_FULL, MKB_SCALE_TEST };
 
+/* "full" or "test"; false for anything else. */
+bool mkb_scale_from_name(const char *name, enum mkb_scale *out);
+
 struct mkb_dim_spec {
     const char *name; /* "H" */
     int64_t full, test;
