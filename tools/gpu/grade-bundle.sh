@@ -26,9 +26,11 @@ cmake --build "$build" --target mkb mkb-grade-child
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build/mkb" "$build/mkb-grade-child" "$out/bin/"
+# bubblewrap for the protocol's sandbox (tools/gpu/protocol-run.sh), when the GPU host has none
+if command -v bwrap >/dev/null 2>&1; then cp "$(command -v bwrap)" "$out/bin/"; fi
 # every shared library they use except the C runtime, libstdc++, CUDA's and libpython (the host's
 # own Python must be used); validate-grader.sh puts on the library path only those the host lacks
-for p in mkb mkb-grade-child; do ldd "$out/bin/$p"; done | awk '/=>/ {print $3}' | sort -u |
+for p in mkb mkb-grade-child bwrap; do [[ -e $out/bin/$p ]] || continue; ldd "$out/bin/$p"; done | awk '/=>/ {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libnsl|libutil|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|cuda|cublas|libpython' |
     while read -r lib; do cp -L "$lib" "$out/lib/"; done
 "$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])' >"$out/python-version"

@@ -21,36 +21,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-${OUT:-/tmp/mkb-validate}}
 shift || true
 steps=${*:-env solutions exploits spread paper}
-bin=${MKB_BIN:-$root/.grade-bundle/bin}
+source "$root/tools/gpu/host-env.sh"
 mkdir -p "$out"
 log=$out/log.txt
 t_start=$(date +%s)
 deadline=${MKB_DEADLINE:-540}
-libdir=/tmp/mkb-grade-libs
-rm -rf "$libdir"
-mkdir -p "$libdir"
-for l in "$root"/.grade-bundle/lib/*; do
-    [ -e "$l" ] || continue
-    ldconfig -p | grep -q "$(basename "$l") " || ln -s "$l" "$libdir/"
-done
-export LD_LIBRARY_PATH="$libdir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export PATH="/usr/local/cuda/bin:$PATH"
-export MKB_CACHE_DIR=${MKB_CACHE_DIR:-/tmp/mkb-cache}
-if [[ -z ${MKB_CUPTI_LIB:-} ]]; then
-    # the CUPTI of the installed toolkit's major version (an older one, e.g. inside a profiler
-    # package, does not work with this driver)
-    major=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
-    for d in /usr/local/cuda /usr/local/cuda-${major:-13} /usr/lib /opt; do
-        cupti=$(find "$d/" -name "libcupti.so.${major:-13}*" -not -path '*/stubs/*' -not -path '*nsight*' 2>/dev/null |
-            sort | head -1)
-        [[ -n $cupti ]] && break
-    done
-    [[ -n $cupti ]] && export MKB_CUPTI_LIB=$cupti
-fi
-MKB=$bin/mkb
-PY=${MKB_PYTHON:-$(command -v python3)}
-SITE=()
-[[ -n ${MKB_SITE:-} ]] && SITE=(--site "$MKB_SITE")
 say() { echo "$*" | tee -a "$log"; }
 left() { echo $((deadline - ($(date +%s) - t_start))); }
 
