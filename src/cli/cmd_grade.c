@@ -48,6 +48,9 @@ static const char *const grade_usage =
     "  --preload WHAT    what the grader imports before the kernel: all (default: torch and the DSL),\n"
     "                    torch (checks of the grader without the DSL), none (= --no-preload: no torch)\n"
     "  --keep            keep the grade's private directory (logs) and print its path\n"
+    "  --diagnose LIST   measure the grader's own cost: no-audit (the audit hook lets everything\n"
+    "                    pass), no-trace (no CUPTI), or both, comma-separated; the rules are then\n"
+    "                    not enforced, so such a verdict never passes and says 'diagnostic'\n"
     "  -h, --help        this help\n"
     "\n"
     "Exit codes: 0 passed, 1 not passed, 2 usage, 3 the grade could not be carried out.\n";
@@ -61,7 +64,7 @@ int cmd_grade(int argc, char **argv) {
         {"timeout", required_argument, NULL, 't'}, {"out", required_argument, NULL, 'o'},
         {"no-baseline", no_argument, NULL, 'B'},   {"keep", no_argument, NULL, 'k'},
         {"no-preload", no_argument, NULL, 'P'},    {"help", no_argument, NULL, 'h'},
-        {"preload", required_argument, NULL, 'L'},
+        {"preload", required_argument, NULL, 'L'}, {"diagnose", required_argument, NULL, 'D'},
         {0, 0, 0, 0},
     };
     if (mkb_cli_wants_help(argc, argv)) {
@@ -106,6 +109,17 @@ int cmd_grade(int argc, char **argv) {
                 return mkb_cli_usage("grade", "--preload must be all, torch or none, not '%s'", optarg);
             o.preload = optarg;
             break;
+        case 'D': {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                if (strcmp(t, "no-audit") && strcmp(t, "no-trace"))
+                    return mkb_cli_usage("grade", "--diagnose takes no-audit, no-trace or both, not '%s'", t);
+            if (strlen(optarg) >= sizeof buf || !optarg[0])
+                return mkb_cli_usage("grade", "--diagnose takes no-audit, no-trace or both, not '%s'", optarg);
+            o.diagnose = optarg;
+            break;
+        }
         case 'h': fputs(grade_usage, stdout); return 0;
         case ':': return mkb_cli_usage("grade", "option '%s' needs a value", argv[optind - 1]);
         default: return mkb_cli_usage("grade", "unknown option '%s'", argv[optind - 1]);

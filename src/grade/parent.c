@@ -416,6 +416,7 @@ enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) 
                               o->scale == MKB_SCALE_TEST ? "test" : "full", "kernel", kpath, "workdir", workdir,
                               "python", python, "seeds", seeds_j, "sites", sites, "grader_dirs", gdirs, "protected",
                               prot, "preload", o->preload ? o->preload : "all");
+        if (a && o->diagnose) json_object_set_new(a, "diagnose", json_string(o->diagnose));
         if (s == MKB_OK) s = run_child(exe, workdir, a, key, timeout, "candidate.log", &cr);
         json_decref(a);
         explicit_bzero(hex, sizeof hex);
@@ -491,6 +492,12 @@ enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) 
         if (!*verdict) s = mkb_error(MKB_ERR_NOMEM, "cannot assemble the verdict");
         if (*verdict && base) json_object_set_new(json_object_get(*verdict, "wall_s"), "baseline", json_real(br.wall_s));
         if (*verdict && o->import_only) json_object_set_new(*verdict, "import_only", json_true());
+        if (*verdict && o->diagnose) {
+            /* the rules were not enforced: a measurement of the grader, never a pass */
+            json_object_set_new(*verdict, "diagnostic", json_string(o->diagnose));
+            json_object_set_new(*verdict, "passed", json_false());
+            json_object_set_new(*verdict, "speedup", json_null());
+        }
         if (*verdict && o->keep_workdir) json_object_set_new(*verdict, "workdir", json_string(workdir));
     }
     json_decref(cand);

@@ -137,6 +137,7 @@ json_t *mkb_verdict_assemble(const struct mkb_verdict_facts *f) {
 
 int mkb_verdict_exit_code(const json_t *v) {
     if (json_is_true(json_object_get(v, "harness_error"))) return 3;
+    if (json_is_string(json_object_get(v, "diagnostic"))) return 1; /* a measurement, never a pass */
     if (json_is_true(json_object_get(v, "import_only")))
         return json_is_true(json_object_get(v, "imported")) && json_array_size(json_object_get(v, "findings")) == 0 &&
                        !json_is_object(json_object_get(v, "error"))
@@ -226,7 +227,10 @@ void mkb_verdict_render(const json_t *v, FILE *out) {
         const char *log = getstr(err, "output_tail", NULL);
         if (log && *log) fprintf(out, "  output tail:\n%s\n", log);
     }
-    if (json_is_true(json_object_get(v, "import_only")))
+    if (json_is_string(json_object_get(v, "diagnostic")))
+        fprintf(out, "passed:      not graded (--diagnose %s: a measurement of the grader, rules not enforced)\n",
+                json_string_value(json_object_get(v, "diagnostic")));
+    else if (json_is_true(json_object_get(v, "import_only")))
         fprintf(out, "passed:      not graded (--import-only: the kernel was imported under the rules, not run)\n");
     else
         fprintf(out, "passed:      %s\n", yes_no(json_is_true(json_object_get(v, "passed"))));

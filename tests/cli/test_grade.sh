@@ -88,6 +88,20 @@ python3 -c "import json; a=json.load(open('$T/out')); b=json.load(open('$T/verdi
     fail "--out differs from stdout"
 ok "--out"
 
+# ---- --diagnose: the audit hook lets everything pass, and the verdict never passes ----
+expect_rc 2 "bad diagnose" grade --diagnose no-rules "$T/honest.py"
+grep -q "takes no-audit, no-trace or both, not 'no-rules'" "$T/err" || fail "bad diagnose message: $(cat "$T/err")"
+printf 'import gc\nN = len(gc.get_objects())\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/gc_at_import.py"
+expect_rc 1 "forbidden call without diagnose" grade --json "$T/gc_at_import.py"
+[[ $(field '[f["rule"] for f in v["findings"]]') == "['forbidden-call']" ]] || fail "gc.get_objects not caught"
+expect_rc 1 "diagnose no-audit" grade --json --diagnose no-audit "$T/gc_at_import.py"
+[[ $(field 'v["imported"]') == True ]] || fail "diagnose no-audit: not imported: $(field 'v["error"]')"
+[[ $(field 'len(v["findings"])') == 0 ]] || fail "diagnose no-audit still enforced: $(field 'v["findings"]')"
+[[ $(field 'v["diagnostic"]') == no-audit && $(field 'v["passed"]') == False ]] || fail "diagnostic verdict fields"
+expect_rc 1 "diagnose, text" grade --diagnose no-audit,no-trace "$T/honest.py"
+grep -q "not graded (--diagnose no-audit,no-trace" "$T/out" || fail "diagnose report: $(cat "$T/out")"
+ok "--diagnose"
+
 # ---- failures become verdicts naming the stage ----
 printf 'def solve(:\n' >"$T/syntax.py"
 expect_rc 1 "syntax error" grade --json "$T/syntax.py"

@@ -5,7 +5,9 @@
 #   3. exploits   every tests/exploits/*.py marked "where: gpu" (and the cpu ones, now with torch
 #                 and the DSL preloaded): each must be rejected, with the findings it names
 #   4. spread     one solution graded 5 times: the spread of the kernel medians
-#   5. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
+#   5. overhead   the p28 samples graded normally and with --diagnose no-audit / no-trace / both:
+#                 what the audit hook and CUPTI cost inside the timed calls
+#   6. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
 #                 Python): the grader's overhead against it
 # Everything lands in OUTDIR: one verdict JSON per grade, log.txt, summary.json, and a table at
 # the end of the output.
@@ -20,7 +22,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-${OUT:-/tmp/mkb-validate}}
 shift || true
-steps=${*:-env solutions exploits spread paper}
+steps=${*:-env solutions exploits spread overhead paper}
 source "$root/tools/gpu/host-env.sh"
 mkdir -p "$out"
 log=$out/log.txt
@@ -97,6 +99,18 @@ for step in $steps; do
             for i in 1 2 3 4 5; do grade "spread-$dsl-p$p-$i" "$p" "$dsl" "$k"; done
         done
         ;;
+    overhead)
+        # what the grader's own machinery costs inside the timed calls: the same kernel graded
+        # normally, without the audit hook's checks, without CUPTI, and without both
+        for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
+            dsl=$(basename "$(dirname "$k")")
+            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+            grade "overhead-$dsl-p$p-full" "$p" "$dsl" "$k" --no-baseline
+            for d in no-audit no-trace no-audit,no-trace; do
+                grade "overhead-$dsl-p$p-${d/,/+}" "$p" "$dsl" "$k" --no-baseline --diagnose "$d"
+            done
+        done
+        ;;
     paper)
         for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
             dsl=$(basename "$(dirname "$k")")
@@ -150,6 +164,12 @@ json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2, sort_
 for g, sp in summary["spread"].items():
     print(f"spread {g}: median {sp['median']:.4f} ms, range/median {100 * sp['range_over_median']:.1f}%, "
           f"kernel_ms {[round(x, 4) for x in sp['kernel_ms']]}, DSL GPU ms {sp['dsl_gpu_ms_medians']}")
+for p in sorted(glob.glob(os.path.join(out, "overhead-*.json"))):
+    v = json.load(open(p))
+    acc = (v.get("accounting") or {}).get("candidate") or {}
+    top = sorted((acc.get("audit_events") or {}).items(), key=lambda kv: -kv[1])[:6]
+    print(f"{os.path.basename(p)[:-5]:40s} kernel_ms {v.get('kernel_ms')} host_ms_median {acc.get('host_ms_median')} "
+          f"audit_events_median {acc.get('audit_events_median')} top {top}")
 for n, pl in summary["paper_loop"].items():
     print(f"{n}: kernel_ms {pl.get('kernel_ms')}, wall {(pl.get('wall') or {}).get('total_s')}")
 sol = [n for n in rows if n.startswith("solution-")]

@@ -40,6 +40,9 @@ struct mkb_child {
     bool preload_torch, preload_dsl; /* what to import before the candidate ("preload": all,
                                         torch, none; none only in CPU tests) */
     struct mkb_seeds seeds;
+    /* diagnostic grades only (mkb grade --diagnose; such a verdict never passes): measure what
+     * the audit hook or the CUPTI tracing costs inside the timed calls */
+    bool no_audit, no_trace;
     json_t *assignment; /* owns the strings above */
 
     /* the report being built */
@@ -74,6 +77,11 @@ void mkb_py_finish(void);
  * this thread, or MKB_ACTOR_GRADER when no Python code is running. */
 enum mkb_actor mkb_py_current_actor(void);
 const struct mkb_policy_paths *mkb_py_paths(void);
+/* Audited events raised inside solve() calls: counting is on between window(true) and
+ * window(false); the count so far, and {event name: count} over every window (new reference). */
+void mkb_py_audit_window(bool on);
+int64_t mkb_py_audit_count(void);
+json_t *mkb_py_audit_histogram(void);
 
 /* ---- trace.c ---- */
 enum mkb_status mkb_trace_start(void); /* before any CUDA work */

@@ -176,6 +176,9 @@ static enum mkb_status read_assignment(int fd) {
     if (!role || !problem || !scale) return mkb_error(MKB_ERR_INVALID, "the assignment lacks role, problem or scale");
     mkb_child.role = role;
     mkb_child.mode = mode ? mode : "full";
+    const char *diag = json_string_value(json_object_get(a, "diagnose"));
+    mkb_child.no_audit = diag && strstr(diag, "no-audit");
+    mkb_child.no_trace = diag && strstr(diag, "no-trace");
     MKB_TRY(mkb_problem_find(problem, &mkb_child.problem));
     mkb_child.scale = !strcmp(scale, "test") ? MKB_SCALE_TEST : MKB_SCALE_FULL;
     if (dsl) MKB_TRY(mkb_dsl_env_find(dsl, &mkb_child.dsl));

@@ -50,6 +50,14 @@ static enum mkb_phase phase = MKB_PHASE_PRELOAD;
 static struct mkb_policy_paths paths;
 static struct mkb_audit_policy policy;
 static int in_hook;
+/* audited events inside solve() calls (mkb_py_audit_window) */
+static bool audit_counting;
+static int64_t audit_count;
+static struct {
+    char name[48];
+    int64_t n;
+} audit_hist[32];
+static int audit_nhist;
 static char self_exe_dir[PATH_MAX];
 static PyObject *fn_from_dlpack, *fn_to_dlpack, *tensor_type, *fn_format, *fn_load, *solve_fn;
 static PyObject *boot_globals;
@@ -180,9 +188,32 @@ static const char *arg_text(PyObject *o, char *buf, size_t cap) {
     return r;
 }
 
+static void count_event(const char *event) {
+    audit_count++;
+    for (int i = 0; i < audit_nhist; i++)
+        if (!strncmp(audit_hist[i].name, event, sizeof audit_hist[i].name - 1)) {
+            audit_hist[i].n++;
+            return;
+        }
+    if (audit_nhist < (int)(sizeof audit_hist / sizeof audit_hist[0])) {
+        snprintf(audit_hist[audit_nhist].name, sizeof audit_hist[0].name, "%s", event);
+        audit_hist[audit_nhist++].n = 1;
+    }
+}
+
+void mkb_py_audit_window(bool on) { audit_counting = on; }
+int64_t mkb_py_audit_count(void) { return audit_count; }
+
+json_t *mkb_py_audit_histogram(void) {
+    json_t *h = json_object();
+    for (int i = 0; i < audit_nhist; i++) json_object_set_new(h, audit_hist[i].name, json_integer(audit_hist[i].n));
+    return h;
+}
+
 static int audit_hook(const char *event, PyObject *args, void *ud) {
     (void)ud;
-    if (phase == MKB_PHASE_PRELOAD || in_hook || !interesting(event)) return 0;
+    if (audit_counting && !in_hook) count_event(event);
+    if (phase == MKB_PHASE_PRELOAD || in_hook || mkb_child.no_audit || !interesting(event)) return 0;
     in_hook = 1;
     struct mkb_audit_event ev = {.name = event, .flags = -1, .self_pid = getpid(), .phase = phase};
     ev.actor = actor_of_stack(PyEval_GetFrame());

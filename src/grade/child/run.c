@@ -41,6 +41,8 @@ struct draw_result {
     json_t *mismatch; /* the first failed check of this draw, or NULL */
     json_t *error;    /* solve() raised or the GPU faulted: ends the grade */
     struct mkb_call_account acc;
+    double host_ms;       /* the host's time inside solve() (the event-timed window less the sync) */
+    int64_t audit_events; /* audited Python events raised inside solve() */
 };
 
 /* ---- reporting ---- */
@@ -233,7 +235,13 @@ static enum mkb_status one_draw(uint64_t seed, const char *phase, int index, boo
     cudaDeviceSynchronize();
     cudaEventRecord(e0, cudaStreamLegacy);
     mkb_trace_window_begin();
+    int64_t ev0 = mkb_py_audit_count();
+    mkb_py_audit_window(true);
+    double th = mkb_child_now();
     res = mkb_py_call_solve(args, &r->error);
+    r->host_ms = (mkb_child_now() - th) * 1e3;
+    mkb_py_audit_window(false);
+    r->audit_events = mkb_py_audit_count() - ev0;
     cudaError_t ce = cudaDeviceSynchronize();
     cudaEventRecord(e1, cudaStreamLegacy);
     cudaEventSynchronize(e1);
@@ -249,7 +257,7 @@ static enum mkb_status one_draw(uint64_t seed, const char *phase, int index, boo
         goto done;
     }
     if (r->error) goto done;
-    account_findings(&r->acc);
+    if (!mkb_child.no_trace) account_findings(&r->acc);
     if (!verify) goto done;
 
     double tv = mkb_child_now();
@@ -368,23 +376,29 @@ static json_t *doubles(const double *v, int n) {
     return a;
 }
 
-static void add_account(json_t *calls, const char *phase, int draw, const struct mkb_call_account *a) {
-    json_array_append_new(calls, json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:I, s:I}", "phase", phase, "draw", draw,
+static void add_account(json_t *calls, const char *phase, int draw, const struct draw_result *r) {
+    const struct mkb_call_account *a = &r->acc;
+    json_array_append_new(calls, json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:f, s:I}", "phase", phase,
+                                           "draw", draw,
                                            "dsl_kernels", (json_int_t)a->kernels[MKB_ORIGIN_DSL], "library_kernels",
                                            (json_int_t)a->kernels[MKB_ORIGIN_LIBRARY], "foreign_kernels",
                                            (json_int_t)a->kernels[MKB_ORIGIN_FOREIGN], "dsl_kernel_ms",
                                            a->kernel_ms[MKB_ORIGIN_DSL], "other_kernel_ms",
                                            a->kernel_ms[MKB_ORIGIN_LIBRARY] + a->kernel_ms[MKB_ORIGIN_FOREIGN],
                                            "graph_launches", (json_int_t)a->graph_launches, "outside",
-                                           (json_int_t)a->outside));
+                                           (json_int_t)a->outside, "host_ms", r->host_ms, "audit_events",
+                                           (json_int_t)r->audit_events));
 }
 
 static json_t *account_summary(json_t *calls) {
     int n = (int)json_array_size(calls);
     double *dk = calloc((size_t)(n ? n : 1), sizeof *dk), *ok = calloc((size_t)(n ? n : 1), sizeof *ok);
+    double *hm = calloc((size_t)(n ? n : 1), sizeof *hm), *ae = calloc((size_t)(n ? n : 1), sizeof *ae);
     double dms = 0, oms = 0;
     for (int i = 0; i < n; i++) {
         json_t *c = json_array_get(calls, (size_t)i);
+        hm[i] = json_real_value(json_object_get(c, "host_ms"));
+        ae[i] = (double)json_integer_value(json_object_get(c, "audit_events"));
         dk[i] = (double)json_integer_value(json_object_get(c, "dsl_kernels"));
         ok[i] = (double)(json_integer_value(json_object_get(c, "library_kernels")) +
                          json_integer_value(json_object_get(c, "foreign_kernels")));
@@ -393,11 +407,15 @@ static json_t *account_summary(json_t *calls) {
     }
     /* calls stays the caller's (O: a new reference): the summary is rebuilt after every draw and
      * replaces the last one, whose release must not free the list still being filled */
-    json_t *j = json_pack("{s:f, s:f, s:o, s:O}", "dsl_kernels_median", n ? mkb_median(dk, n) : 0.0,
+    json_t *j = json_pack("{s:f, s:f, s:o, s:f, s:f, s:o, s:O}", "dsl_kernels_median", n ? mkb_median(dk, n) : 0.0,
                           "other_kernels_median", n ? mkb_median(ok, n) : 0.0, "dsl_time_fraction",
-                          dms + oms > 0 ? json_real(dms / (dms + oms)) : json_null(), "calls", calls);
+                          dms + oms > 0 ? json_real(dms / (dms + oms)) : json_null(), "host_ms_median",
+                          n ? mkb_median(hm, n) : 0.0, "audit_events_median", n ? mkb_median(ae, n) : 0.0,
+                          "audit_events", mkb_py_audit_histogram(), "calls", calls);
     free(dk);
     free(ok);
+    free(hm);
+    free(ae);
     return j;
 }
 
@@ -411,7 +429,7 @@ int mkb_child_run_candidate(void) {
     double w[16] = {0};
     double t = mkb_child_now();
     mkb_child_stage("start", 0);
-    if (full && mkb_trace_start() != MKB_OK)
+    if (full && !mkb_child.no_trace && mkb_trace_start() != MKB_OK)
         return send_result(res, harness_error("start", mkb_trace_problem()), true);
     if (mkb_py_start() != MKB_OK) return send_result(res, harness_error("start", mkb_error_message()), true);
     w[0] = mkb_child_now() - t;
@@ -453,7 +471,7 @@ int mkb_child_run_candidate(void) {
         if (one_draw(mkb_child.seeds.correctness[i], "correctness", i, true, &r, &verify_s) != MKB_OK)
             return send_result(res, harness_error("correctness", mkb_error_message()), true);
         if (i == 0) json_object_set_new(wall, "first_call", json_real(mkb_child_now() - t1));
-        add_account(calls, "correctness", i, &r.acc);
+        add_account(calls, "correctness", i, &r);
         if (r.error) {
             json_object_set_new(res, "accounting", account_summary(calls));
             if (mismatch) json_object_set_new(res, "mismatch", mismatch);
@@ -477,7 +495,7 @@ int mkb_child_run_candidate(void) {
         mkb_child_stage("warmup", i);
         if (one_draw(mkb_child.seeds.warmup[i], "warmup", i, false, &r, &verify_s) != MKB_OK)
             return send_result(res, harness_error("warmup", mkb_error_message()), true);
-        add_account(calls, "warmup", i, &r.acc);
+        add_account(calls, "warmup", i, &r);
         warm[i] = r.ms;
         if (r.error) {
             json_object_set_new(res, "accounting", account_summary(calls));
@@ -493,7 +511,7 @@ int mkb_child_run_candidate(void) {
         mkb_child_stage("timing", i);
         if (one_draw(mkb_child.seeds.timing[i], "timing", i, true, &r, &verify_s) != MKB_OK)
             return send_result(res, harness_error("timing", mkb_error_message()), true);
-        add_account(calls, "timing", i, &r.acc);
+        add_account(calls, "timing", i, &r);
         timing[i] = r.ms;
         if (r.error) {
             json_object_set_new(res, "accounting", account_summary(calls));
