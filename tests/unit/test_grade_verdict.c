@@ -115,6 +115,52 @@ Test(verdict, each_missing_piece_fails) {
     json_decref(b);
 }
 
+/* gpu_ms: the median over the timed calls of the CUPTI time of their kernels (DSL and others),
+ * printed in the report; absent when nothing was traced. */
+Test(verdict, gpu_time_from_the_accounting) {
+    json_t *c = good_candidate(), *b = good_baseline();
+    json_t *calls = json_array();
+    for (int i = 0; i < 5; i++)
+        json_array_append_new(calls, json_pack("{s:s, s:f, s:f}", "phase", "correctness", "dsl_kernel_ms", 9.0,
+                                               "other_kernel_ms", 0.0));
+    for (int i = 0; i < 50; i++) /* dsl 0.1 + i/1000, other 0.01: median of 0.11 .. 0.159 */
+        json_array_append_new(calls, json_pack("{s:s, s:f, s:f}", "phase", "timing", "dsl_kernel_ms", 0.1 + 0.001 * i,
+                                               "other_kernel_ms", 0.01));
+    json_object_set_new(c, "accounting", json_pack("{s:o, s:f}", "calls", calls, "host_ms_median", 0.25));
+    json_t *v = assemble(c, b, NULL, NULL, false);
+    cr_assert_float_eq(json_real_value(json_object_get(v, "gpu_ms")), 0.1345, 1e-12);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    mkb_verdict_render(v, f);
+    fclose(f);
+    cr_assert(strstr(text, "GPU time:    0.1345 ms median per call") && strstr(text, "held the host 0.2500 ms"), "%s", text);
+    free(text);
+    json_decref(v);
+    /* no tracing: every kernel time is 0, and there is no GPU time to report */
+    json_t *zero = json_array();
+    for (int i = 0; i < 50; i++)
+        json_array_append_new(zero, json_pack("{s:s, s:f, s:f}", "phase", "timing", "dsl_kernel_ms", 0.0,
+                                              "other_kernel_ms", 0.0));
+    json_object_set_new(c, "accounting", json_pack("{s:o}", "calls", zero));
+    v = assemble(c, b, NULL, NULL, false);
+    cr_assert(json_is_null(json_object_get(v, "gpu_ms")));
+    json_decref(v);
+    json_decref(c);
+    json_decref(b);
+}
+
+Test(verdict, diagnostic_never_passes) {
+    json_t *c = good_candidate(), *b = good_baseline();
+    json_t *v = assemble(c, b, NULL, NULL, false);
+    cr_assert_eq(mkb_verdict_exit_code(v), 0);
+    json_object_set_new(v, "diagnostic", json_string("no-trace"));
+    cr_assert_eq(mkb_verdict_exit_code(v), 1, "a diagnostic grade is a measurement, not a pass");
+    json_decref(v);
+    json_decref(c);
+    json_decref(b);
+}
+
 Test(verdict, harness_error_exits_3) {
     json_t *c = json_pack("{s:b, s:b, s:{s:s, s:s}}", "imported", 0, "harness_error", 1, "error", "kind", "harness",
                           "message", "no GPU");

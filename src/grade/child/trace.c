@@ -331,10 +331,39 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
     }
 }
 
+/* Activity buffers come from a pool allocated and touched before any timed call and are recycled
+ * when CUPTI hands them back: CUPTI asks for one at the first launch after every flush, which is
+ * inside a timed call, where an 8 MB allocation (mmap, then page faults as records land) cost
+ * measurable host time. The pool grows only when a call fills every buffer. */
+#define TRACE_BUFFER_BYTES (2u << 20)
+#define TRACE_POOL_START 8
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *pool_free[64];
+static int pool_nfree;
+
+static uint8_t *buffer_new(void) {
+    uint8_t *b = aligned_alloc(8, TRACE_BUFFER_BYTES);
+    if (b) memset(b, 0, TRACE_BUFFER_BYTES);
+    return b;
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *size = 8 << 20;
-    *buffer = aligned_alloc(8, *size);
+    pthread_mutex_lock(&pool_lock);
+    uint8_t *b = pool_nfree > 0 ? pool_free[--pool_nfree] : NULL;
+    pthread_mutex_unlock(&pool_lock);
+    *buffer = b ? b : buffer_new();
+    *size = *buffer ? TRACE_BUFFER_BYTES : 0;
     *max_records = 0;
+}
+
+static void buffer_recycle(uint8_t *b) {
+    pthread_mutex_lock(&pool_lock);
+    if (pool_nfree < (int)(sizeof pool_free / sizeof pool_free[0])) {
+        pool_free[pool_nfree++] = b;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    free(b);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
@@ -361,7 +390,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         snprintf(kr->name, sizeof kr->name, "%s", k->name ? k->name : "?");
     }
     pthread_mutex_unlock(&lock);
-    free(buffer);
+    buffer_recycle(buffer);
 }
 
 static void *open_first(const char *const *names) {
@@ -473,6 +502,10 @@ enum mkb_status mkb_trace_start(void) {
                  dladdr((void *)p_cuptiGetVersion, &info) && info.dli_fname ? info.dli_fname : "?", version,
                  (unsigned)CUPTI_API_VERSION, built_major);
         return MKB_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < TRACE_POOL_START; i++) {
+        uint8_t *b = buffer_new();
+        if (b) pool_free[pool_nfree++] = b;
     }
     CUpti_SubscriberHandle sub;
     CUptiResult r = p_cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, NULL);
