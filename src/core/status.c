@@ -40,7 +40,10 @@ int mkb_status_exit_code(enum mkb_status s) {
 }
 
 enum mkb_status mkb_verror(enum mkb_status s, const char *fmt, va_list ap) {
-    vsnprintf(msg_buf, sizeof msg_buf, fmt, ap);
+    /* formatted aside first: an argument may be mkb_error_message() itself */
+    char next[MKB_MSG_MAX];
+    vsnprintf(next, sizeof next, fmt, ap);
+    memcpy(msg_buf, next, sizeof msg_buf);
     trace_buf[0] = '\0';
     return s;
 }

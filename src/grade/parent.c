@@ -19,6 +19,7 @@
 
 #include "core/fs.h"
 #include "core/sha256.h"
+#include "core/utf8.h"
 #include "dsl/env.h"
 #include "grade/auth.h"
 #include "grade/seeds.h"
@@ -497,6 +498,18 @@ enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict) 
             json_object_set_new(*verdict, "diagnostic", json_string(o->diagnose));
             json_object_set_new(*verdict, "passed", json_false());
             json_object_set_new(*verdict, "speedup", json_null());
+        }
+        if (*verdict) { /* the text an agent reads (mkb grade without --json prints the same) */
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            if (f) {
+                mkb_verdict_render(*verdict, f);
+                fclose(f);
+                if (text) mkb_utf8_sanitize(text, (int64_t)len); /* candidate text may hold any bytes */
+                json_object_set_new(*verdict, "report", json_string(text ? text : ""));
+            }
+            free(text);
         }
         if (*verdict && o->keep_workdir) json_object_set_new(*verdict, "workdir", json_string(workdir));
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grade/parent.h"
 #include "protocol/proc.h"
 
 extern char **environ;
@@ -114,14 +115,21 @@ enum mkb_status mkb_grader_check(struct mkb_grader *g) {
         first[strcspn(first, "\n")] = '\0';
         if (g->is_default)
             s = mkb_error(MKB_ERR_UNSUPPORTED,
-                          "the grader is missing: '%s' exited %d (%s); this mkb has no working 'grade' command yet, "
-                          "so trials cannot be graded; pass --grader-cmd CMD to use another grader",
+                          "the grader is missing: '%s' exited %d (%s), so trials cannot be graded; "
+                          "pass --grader-cmd CMD to use another grader",
                           cmd, r.exit_code, first[0] ? first : "no message");
         else
             s = mkb_error(MKB_ERR_UNSUPPORTED, "the grader command does not answer: '%s' exited %d (%s)", cmd,
                           r.exit_code, first[0] ? first : "no message");
     }
     mkb_proc_result_release(&r);
+    if (s == MKB_OK && g->is_default) {
+        /* 'mkb grade --help' answers without the child process that grades: look for it too */
+        char child[4096];
+        if (mkb_grade_child_path(NULL, child, sizeof child) != MKB_OK)
+            s = mkb_error(MKB_ERR_UNSUPPORTED, "the grader is missing: %s; pass --grader-cmd CMD to use another grader",
+                          mkb_error_message());
+    }
     return s;
 }
 

@@ -63,10 +63,18 @@ expect_rc 0 "honest import" grade --json "$T/honest.py"
 [[ $(field 'len(v["seeds"]["timing"])') == 50 ]] || fail "verdict lacks the 50 timing seeds"
 ok "honest kernel imports, authenticated"
 
-# the text report
+# the text report, and the same text in the JSON verdict (what an agent's submission shows)
 expect_rc 0 "honest import, text" grade "$T/honest.py"
 grep -q "imported:    yes" "$T/out" || fail "report: $(cat "$T/out")"
 grep -q "rules:       kept" "$T/out" || fail "report: $(cat "$T/out")"
+cp "$T/out" "$T/text_report"
+expect_rc 0 "honest import, report in json" grade --json "$T/honest.py"
+python3 - "$T" <<'PY' || fail "the JSON verdict's report differs from the text report"
+import json, re, sys
+t = sys.argv[1]
+strip = lambda s: re.sub(r"wall time:.*", "", re.sub(r"[0-9a-f]{64}", "", s))  # per-grade times and seeds
+assert strip(json.load(open(t + "/out"))["report"]) == strip(open(t + "/text_report").read())
+PY
 
 # ---- seeds: a seed file is used as given ----
 expect_rc 0 "seeds out" grade --json "$T/honest.py"

@@ -31,6 +31,13 @@ Test(status, relay_builds_a_trace_and_keeps_the_message) {
     cr_assert_str_eq(mkb_error_message(), "");
 }
 
+Test(status, a_message_may_quote_the_last_one) {
+    mkb_error(MKB_ERR_NOT_FOUND, "no child at %s", "/x/mkb-grade-child");
+    mkb_error(MKB_ERR_UNSUPPORTED, "the grader is missing: %s; pass --grader-cmd", mkb_error_message());
+    cr_assert_str_eq(mkb_error_message(), "the grader is missing: no child at /x/mkb-grade-child; pass --grader-cmd");
+    mkb_error_clear();
+}
+
 Test(status, exit_codes) {
     cr_assert_eq(mkb_status_exit_code(MKB_OK), 0);
     cr_assert_eq(mkb_status_exit_code(MKB_ERR_CHECK), 1);
