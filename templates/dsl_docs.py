@@ -11,7 +11,8 @@ with the package's version.
 
 Exit status: 0 written; 3 the root module cannot be imported (the first line of stderr says
 why); 2 usage. A listed submodule that fails to import is noted in index.txt and skipped.
-It never reads the network and writes nothing outside OUT_DIR.
+It never reads the network and writes nothing outside OUT_DIR. MKB_SITE (directories separated by
+':') adds site directories first, for DSLs unpacked from wheels rather than installed.
 """
 import importlib
 import importlib.metadata
@@ -19,6 +20,7 @@ import io
 import os
 import pydoc
 import re
+import site
 import sys
 
 PER_MODULE_MAX = 400_000
@@ -48,6 +50,10 @@ def main(argv):
         print("usage: dsl_docs.py OUT_DIR PACKAGE MODULE [MODULE...]", file=sys.stderr)
         return 2
     out_dir, package, modules = argv[0], argv[1], argv[2:]
+    # MKB_SITE: site directories of unpacked wheels (an offline GPU host's DSLs), as mkb grade --site
+    for d in os.environ.get("MKB_SITE", "").split(os.pathsep):
+        if d:
+            site.addsitedir(d)
     try:
         importlib.import_module(modules[0])
     except Exception as e:  # any failure to import means: not usable here

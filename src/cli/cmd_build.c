@@ -38,6 +38,7 @@ static const char *const build_usage =
     "  --json             machine-readable output\n"
     "  -h, --help         this help\n"
     "\n"
+    "MKB_SITE=DIR[:DIR] adds site directories (DSL wheels unpacked with pip --target) to that Python.\n"
     "Where a DSL package is not installed for that Python, its tasks say so in docs/README.md and the\n"
     "instruction, and this command prints a note; that is not an error.\n";
 

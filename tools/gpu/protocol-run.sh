@@ -21,7 +21,7 @@ bwrap=$(command -v bwrap || echo "$bin/bwrap")
 grader=${MKB_GRADER:-"$MKB grade --python $PY"}
 [[ -z ${MKB_GRADER:-} && -n ${MKB_SITE:-} ]] && grader+=" --site $MKB_SITE"
 echo "== build (problem $problem)" | tee -a "$log"
-PYTHONPATH=${MKB_SITE:-} "$MKB" build --problems "$problem" --build-dir "$out/tasks" --source-dir "$root" \
+"$MKB" build --problems "$problem" --build-dir "$out/tasks" --source-dir "$root" \
     --python "$PY" 2>&1 | tee -a "$log"
 echo "== run (bwrap $bwrap; grader: $grader)" | tee -a "$log"
 t0=$(date +%s)
