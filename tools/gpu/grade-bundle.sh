@@ -26,6 +26,14 @@ cmake --build "$build" --target mkb mkb-grade-child
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build/mkb" "$build/mkb-grade-child" "$out/bin/"
+# the embedding probe (tools/gpu/pyembed_probe.c): the paper's loop in an interpreter embedded as
+# the child embeds it; linked by soname only, so the GPU host's own libpython3.12 is used
+pyc="$py-config"
+[[ -x $pyc ]] || pyc="$(dirname "$py")/python3.12-config"
+if [[ -x $pyc ]]; then
+    gcc -O2 -Wall -Wextra -Werror $("$pyc" --includes) "$root/tools/gpu/pyembed_probe.c" -o "$out/bin/pyembed_probe" \
+        -L"$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')" -lpython3.12 -ldl -lm
+fi
 # bubblewrap for the protocol's sandbox (tools/gpu/protocol-run.sh), when the GPU host has none
 if command -v bwrap >/dev/null 2>&1; then cp "$(command -v bwrap)" "$out/bin/"; fi
 # every shared library they use except the C runtime, libstdc++, CUDA's and libpython (the host's

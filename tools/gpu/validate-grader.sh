@@ -7,7 +7,9 @@
 #   4. spread     one solution graded 5 times: the spread of the kernel medians
 #   5. overhead   the p28 samples graded normally and with --diagnose no-audit / no-trace / both:
 #                 what the audit hook and CUPTI cost inside the timed calls
-#   6. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
+#   6. probe      the paper's loop under python3 and under an embedded interpreter (pyembed_probe,
+#                 with and without an audit hook): what embedding alone costs
+#   7. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
 #                 Python): the grader's overhead against it
 # Everything lands in OUTDIR: one verdict JSON per grade, log.txt, summary.json, and a table at
 # the end of the output.
@@ -108,6 +110,32 @@ for step in $steps; do
             grade "overhead-$dsl-p$p-full" "$p" "$dsl" "$k" --no-baseline
             for d in no-audit no-trace no-audit,no-trace; do
                 grade "overhead-$dsl-p$p-${d/,/+}" "$p" "$dsl" "$k" --no-baseline --diagnose "$d"
+            done
+        done
+        ;;
+    probe)
+        # the paper's loop run by python3 and by an embedded interpreter (with and without an
+        # audit hook that lets everything pass): does embedding alone slow solve() down?
+        for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
+            dsl=$(basename "$(dirname "$k")")
+            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+            for how in python embed embed-hook python embed embed-hook; do
+                if [[ $(left) -le 0 ]]; then say "SKIP probe: past the deadline"; break; fi
+                case $how in
+                python) runner=("$PY") ;;
+                embed) runner=("$bin/pyembed_probe" "$PY") ;;
+                embed-hook) runner=("$bin/pyembed_probe" --audit-hook "$PY") ;;
+                esac
+                r=$("${runner[@]}" "$root/tools/gpu/paper_loop.py" --problem "$p" --kernel "$k" \
+                    ${MKB_SITE:+--site "$MKB_SITE"} 2>>"$log" | tail -1)
+                echo "$r" >>"$out/probe-$dsl-p$p-$how.jsonl"
+                say "probe $dsl p$p $how: $(echo "$r" | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+    print("kernel_ms %.4f eager_ms %.4f" % (d["kernel_ms"], d["eager_ms"]))
+except Exception:
+    print("failed (log.txt says why)")')"
             done
         done
         ;;
