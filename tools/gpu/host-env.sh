@@ -3,13 +3,9 @@
 # toolkit, and sets MKB (the mkb binary), PY (the Python the DSLs run in) and SITE (the --site
 # arguments for MKB_SITE, a directory of unpacked wheels). Needs $root, the repository root.
 bin=${MKB_BIN:-$root/.grade-bundle/bin}
+source "$root/tools/gpu/lib.sh"
 libdir=/tmp/mkb-grade-libs
-rm -rf "$libdir"
-mkdir -p "$libdir"
-for l in "$root"/.grade-bundle/lib/*; do
-    [ -e "$l" ] || continue
-    ldconfig -p | grep -q "$(basename "$l") " || ln -s "$l" "$libdir/"
-done
+link_missing_libs "$root/.grade-bundle/lib" "$libdir"
 export LD_LIBRARY_PATH="$libdir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="/usr/local/cuda/bin:$PATH"
 export MKB_CACHE_DIR=${MKB_CACHE_DIR:-/tmp/mkb-cache}

@@ -26,13 +26,9 @@ steps=${*:-env rng ops problems perf doctor bench torch refs}
 bin=${MKB_BIN:-$root/.gpu-bundle/bin}
 # Our programs get the bundled libraries the host lacks (not the ones it has: the host's own
 # Python and torch must keep theirs) and the toolkit's CUDA libraries.
+source "$root/tools/gpu/lib.sh"
 libdir=/tmp/mkb-libs
-rm -rf "$libdir"
-mkdir -p "$libdir"
-for l in "$root"/.gpu-bundle/lib/*; do
-    [ -e "$l" ] || continue
-    ldconfig -p | grep -q "$(basename "$l") " || ln -s "$l" "$libdir/"
-done
+link_missing_libs "$root/.gpu-bundle/lib" "$libdir"
 cudalib=/usr/local/cuda/lib64
 if ! ldconfig -p | grep -q 'libcublasLt.so.13 ' && [ ! -e "$cudalib/libcublasLt.so.13" ]; then
     found=$(find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)

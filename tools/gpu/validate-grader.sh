@@ -4,7 +4,7 @@
 #   2. solutions  every tests/solutions/<dsl>/*.py graded at full scale: each must pass
 #   3. exploits   every tests/exploits/*.py marked "where: gpu" (and the cpu ones, now with torch
 #                 and the DSL preloaded): each must be rejected, with the findings it names
-#   4. spread     one solution graded 5 times: the spread of the kernel medians
+#   4. spread     each timing kernel graded 5 times: the spread of the kernel medians
 #   5. overhead   the p28 samples graded normally and with --diagnose no-audit / no-trace / both:
 #                 what the audit hook and CUPTI cost inside the timed calls
 #   6. probe      the paper's loop under python3 and under an embedded interpreter (pyembed_probe,
@@ -18,8 +18,9 @@
 # The programs come from .grade-bundle/ (tools/gpu/grade-bundle.sh, built elsewhere and carried)
 # or MKB_BIN=DIR. MKB_SITE=DIR adds a site directory of unpacked wheels (tools/gpu/stage-wheels.sh).
 # MKB_DEADLINE (default 540) stops starting grades after that many seconds. MKB_EXPLOITS="a b"
-# limits step 3 to those exploits (file names without .py). MKB_SPREAD_KERNEL
-# picks the solution of step 4 (default: the cutedsl problem-28 sample).
+# limits step 3 to those exploits (file names without .py). MKB_SPREAD_KERNELS="K1 K2" picks the
+# kernels of the timing steps (default: both problem-28 samples; a kernel without a "# problem:"
+# header is taken as problem 28, e.g. tests/exploits/pure_eager.py, which needs no DSL).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-${OUT:-/tmp/mkb-validate}}
@@ -31,6 +32,21 @@ log=$out/log.txt
 t_start=$(date +%s)
 deadline=${MKB_DEADLINE:-540}
 say() { echo "$*" | tee -a "$log"; }
+# the kernels of the timing steps (spread, overhead, probe, paper)
+timing_kernels=${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}
+kernel_info() { # kernel_info KERNEL: its DSL (the folder's name) and problem (its header, else 28);
+    # a kernel outside a DSL's folder (pure torch) is graded as cutedsl with only torch preloaded
+    dsl=$(basename "$(dirname "$1")")
+    p=$(sed -n 's/^# problem: *//p' "$1" | head -1)
+    p=${p:-28}
+    gargs=()
+    label=$dsl-p$p
+    if [[ $dsl != cutedsl && $dsl != tirx ]]; then
+        dsl=cutedsl
+        gargs=(--preload torch)
+        label=$(basename "$1" .py)
+    fi
+}
 left() { echo $((deadline - ($(date +%s) - t_start))); }
 
 grade() { # grade NAME PROBLEM DSL KERNEL [extra args]: verdict in $out/NAME.json, one summary line
@@ -95,30 +111,27 @@ for step in $steps; do
         done
         ;;
     spread)
-        for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
-            dsl=$(basename "$(dirname "$k")")
-            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
-            for i in 1 2 3 4 5; do grade "spread-$dsl-p$p-$i" "$p" "$dsl" "$k"; done
+        for k in $timing_kernels; do
+            kernel_info "$k"
+            for i in 1 2 3 4 5; do grade "spread-$label-$i" "$p" "$dsl" "$k" "${gargs[@]}"; done
         done
         ;;
     overhead)
         # what the grader's own machinery costs inside the timed calls: the same kernel graded
         # normally, without the audit hook's checks, without CUPTI, and without both
-        for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
-            dsl=$(basename "$(dirname "$k")")
-            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
-            grade "overhead-$dsl-p$p-full" "$p" "$dsl" "$k" --no-baseline
+        for k in $timing_kernels; do
+            kernel_info "$k"
+            grade "overhead-$label-full" "$p" "$dsl" "$k" --no-baseline "${gargs[@]}"
             for d in no-audit no-trace no-audit,no-trace; do
-                grade "overhead-$dsl-p$p-${d/,/+}" "$p" "$dsl" "$k" --no-baseline --diagnose "$d"
+                grade "overhead-$label-${d/,/+}" "$p" "$dsl" "$k" --no-baseline --diagnose "$d" "${gargs[@]}"
             done
         done
         ;;
     probe)
         # the paper's loop run by python3 and by an embedded interpreter (with and without an
         # audit hook that lets everything pass): does embedding alone slow solve() down?
-        for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
-            dsl=$(basename "$(dirname "$k")")
-            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+        for k in $timing_kernels; do
+            kernel_info "$k"
             for how in python embed embed-hook python embed embed-hook; do
                 if [[ $(left) -le 0 ]]; then say "SKIP probe: past the deadline"; break; fi
                 case $how in
@@ -128,8 +141,8 @@ for step in $steps; do
                 esac
                 r=$("${runner[@]}" "$root/tools/gpu/paper_loop.py" --problem "$p" --kernel "$k" \
                     ${MKB_SITE:+--site "$MKB_SITE"} 2>>"$log" | tail -1)
-                echo "$r" >>"$out/probe-$dsl-p$p-$how.jsonl"
-                say "probe $dsl p$p $how: $(echo "$r" | python3 -c '
+                echo "$r" >>"$out/probe-$label-$how.jsonl"
+                say "probe $label $how: $(echo "$r" | python3 -c '
 import json, sys
 try:
     d = json.load(sys.stdin)
@@ -140,14 +153,13 @@ except Exception:
         done
         ;;
     paper)
-        for k in ${MKB_SPREAD_KERNELS:-$root/tests/solutions/cutedsl/p28_fused_add_rmsnorm.py $root/tests/solutions/tirx/p28_fused_add_rmsnorm.py}; do
-            dsl=$(basename "$(dirname "$k")")
-            p=$(sed -n 's/^# problem: *//p' "$k" | head -1)
+        for k in $timing_kernels; do
+            kernel_info "$k"
             for i in 1 2 3; do
                 if [[ $(left) -le 0 ]]; then say "SKIP paper loop: past the deadline"; break; fi
                 "$PY" "$root/tools/gpu/paper_loop.py" --problem "$p" --kernel "$k" ${MKB_SITE:+--site "$MKB_SITE"} \
-                    >"$out/paper_loop-$dsl-p$p-$i.json" 2>>"$log"
-                tee -a "$log" <"$out/paper_loop-$dsl-p$p-$i.json"
+                    >"$out/paper_loop-$label-$i.json" 2>>"$log"
+                tee -a "$log" <"$out/paper_loop-$label-$i.json"
             done
         done
         ;;
