@@ -2,11 +2,14 @@
  * capability, memory), the driver, CUDA runtime and cuBLAS versions, and the two ceilings every
  * speed-of-light bound divides by (device-to-device copy bandwidth and cuBLAS GEMM rates),
  * measured on this GPU and cached per device (backend/cuda/gpu.h says where). Then the programs
- * mkb runs (python3, bwrap).
+ * mkb runs (python3, bwrap), what grading needs (the grader child, CUPTI, a working sandbox) and
+ * whether each DSL's package is installed for the Python it is graded with.
  *
  * It changes nothing on the machine except the calibration cache, and never fails because
  * something is missing: it reports it (exit 0). --strict makes a missing GPU or program exit 1. */
+#include <dlfcn.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,11 @@
 #include "backend/cuda/gpu.h"
 #include "cli/cli.h"
 #include "core/json.h"
+#include "dsl/dsl.h"
+#include "grade/cupti.h"
+#include "grade/parent.h"
+#include "protocol/proc.h"
+#include "protocol/sandbox.h"
 
 static const char *const doctor_usage =
     "usage: mkb doctor [--json] [--refresh] [--no-calibrate] [--strict]\n"
@@ -22,13 +30,15 @@ static const char *const doctor_usage =
     "Report what this machine has for mkb: the GPU (name, compute capability, memory, driver, CUDA\n"
     "runtime and cuBLAS versions), the measured ceilings of the speed-of-light bound (device-to-\n"
     "device copy bandwidth and cuBLAS GEMM rates in bf16, fp16, fp32 without TF32, and fp64), and\n"
-    "the programs mkb runs (python3, bwrap). The ceilings are measured once per device (a few\n"
-    "seconds of GPU time) and cached in $MKB_CACHE_DIR, $XDG_CACHE_HOME/mkb or ~/.cache/mkb.\n"
+    "the programs mkb runs (python3, bwrap), what grading needs (the grader child, CUPTI, a\n"
+    "sandbox bubblewrap can make) and, for each DSL, whether its package is installed for the\n"
+    "Python it is graded with. The ceilings are measured once per device (a few seconds of GPU\n"
+    "time) and cached in $MKB_CACHE_DIR, $XDG_CACHE_HOME/mkb or ~/.cache/mkb.\n"
     "\n"
     "options:\n"
     "  --refresh         measure the ceilings again even when they are cached\n"
     "  --no-calibrate    do not measure or read the ceilings\n"
-    "  --strict          exit 1 when the GPU or a program is missing\n"
+    "  --strict          exit 1 when anything above is missing\n"
     "  --json            machine-readable report on stdout\n"
     "  -h, --help        this help\n";
 
@@ -45,6 +55,90 @@ static bool on_path(const char *prog, char *buf, size_t cap) {
         p += len + (e ? 1 : 0);
     }
     return false;
+}
+
+/* ---- what grading needs ---- */
+
+struct grading {
+    char child[PATH_MAX], child_why[512];
+    char cupti[PATH_MAX], cupti_why[512];
+    char sandbox_why[1024]; /* empty: bubblewrap made a sandbox */
+};
+
+/* The CUPTI library a grade would load ($MKB_CUPTI_LIB, then grade/cupti.h's list). */
+static bool find_cupti(char *path, size_t cap, char *why, size_t wcap) {
+    const char *env = getenv("MKB_CUPTI_LIB");
+    const char *const names[] = {env && *env ? env : "libcupti.so.13", MKB_CUPTI_CANDIDATES, NULL};
+    for (int i = 0; names[i]; i++) {
+        void *h = dlopen(names[i], RTLD_LAZY | RTLD_LOCAL);
+        if (!h) continue;
+        void *sym = dlsym(h, "cuptiGetVersion");
+        Dl_info info;
+        snprintf(path, cap, "%s", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : names[i]);
+        dlclose(h);
+        return true;
+    }
+    snprintf(why, wcap, "no libcupti.so.13 found (install the CUDA toolkit's CUPTI or set MKB_CUPTI_LIB)");
+    return false;
+}
+
+static bool check_grading(struct grading *g, const char *bwrap) {
+    memset(g, 0, sizeof *g);
+    bool ok = true;
+    if (mkb_grade_child_path(NULL, g->child, sizeof g->child) != MKB_OK) {
+        snprintf(g->child_why, sizeof g->child_why, "%s", mkb_error_message());
+        g->child[0] = '\0';
+        ok = false;
+    }
+    if (!find_cupti(g->cupti, sizeof g->cupti, g->cupti_why, sizeof g->cupti_why)) ok = false;
+    if (!bwrap) {
+        snprintf(g->sandbox_why, sizeof g->sandbox_why, "bwrap is not on PATH (install bubblewrap)");
+        ok = false;
+    } else if (mkb_sandbox_check(bwrap, false) != MKB_OK) {
+        snprintf(g->sandbox_why, sizeof g->sandbox_why, "%s", mkb_error_message());
+        ok = false;
+    }
+    mkb_error_clear();
+    return ok;
+}
+
+/* Whether d's root module can be found by the Python d is graded with (found, not imported:
+ * importing a DSL takes seconds), and the installed version of its package. */
+struct dsl_status {
+    char python[PATH_MAX];
+    char version[64]; /* empty: not installed */
+    char why[512];
+};
+
+static void check_dsl(const struct mkb_dsl *d, struct dsl_status *st) {
+    memset(st, 0, sizeof *st);
+    if (mkb_grade_default_python(d->name, st->python, sizeof st->python) != MKB_OK) {
+        snprintf(st->why, sizeof st->why, "%s", mkb_error_message());
+        mkb_error_clear();
+        return;
+    }
+    char root[128];
+    snprintf(root, sizeof root, "%s", d->modules);
+    root[strcspn(root, " ")] = '\0';
+    const char *code = "import importlib.metadata as m, importlib.util as u, sys\n"
+                       "spec = u.find_spec(sys.argv[1])\n"
+                       "print(m.version(sys.argv[2]) if spec else '')\n";
+    const char *argv[] = {st->python, "-c", code, root, d->package, NULL};
+    struct mkb_proc_spec ps = {.argv = argv, .deadline = mkb_proc_now() + 60, .capture_max = 4096};
+    struct mkb_proc_result r;
+    if (mkb_proc_run(&ps, &r) != MKB_OK) {
+        snprintf(st->why, sizeof st->why, "%s", mkb_error_message());
+        mkb_error_clear();
+        return;
+    }
+    if (r.exit_code == 0 && r.out[0] && r.out[0] != '\n') {
+        snprintf(st->version, sizeof st->version, "%s", r.out);
+        st->version[strcspn(st->version, "\r\n")] = '\0';
+    } else {
+        snprintf(st->why, sizeof st->why, "%s is not installed for %s ('mkb env create --dsl %s' makes its environment)",
+                 d->package, st->python, d->name);
+    }
+    mkb_proc_result_release(&r);
 }
 
 int cmd_doctor(int argc, char **argv) {
@@ -98,6 +192,14 @@ int cmd_doctor(int argc, char **argv) {
         found[i] = on_path(progs[i], where[i], sizeof where[i]);
         if (!found[i]) missing = true;
     }
+    struct grading gr;
+    if (!check_grading(&gr, found[1] ? where[1] : NULL)) missing = true;
+    struct dsl_status dst[8];
+    int ndsl = (int)(mkb_dsl_count < 8 ? mkb_dsl_count : 8);
+    for (int i = 0; i < ndsl; i++) {
+        check_dsl(&mkb_dsls[i], &dst[i]);
+        if (!dst[i].version[0]) missing = true;
+    }
 
     if (json) {
         json_t *root = json_object();
@@ -129,6 +231,22 @@ int cmd_doctor(int argc, char **argv) {
         json_t *pj = json_object();
         for (int i = 0; i < 2; i++) json_object_set_new(pj, progs[i], found[i] ? json_string(where[i]) : json_null());
         json_object_set_new(root, "programs", pj);
+        json_object_set_new(root, "grading",
+                            json_pack("{s:o, s:o, s:o, s:o, s:b, s:o}", "child",
+                                      gr.child[0] ? json_string(gr.child) : json_null(), "child_missing",
+                                      gr.child_why[0] ? json_string(gr.child_why) : json_null(), "cupti",
+                                      gr.cupti[0] ? json_string(gr.cupti) : json_null(), "cupti_missing",
+                                      gr.cupti_why[0] ? json_string(gr.cupti_why) : json_null(), "sandbox",
+                                      !gr.sandbox_why[0], "sandbox_missing",
+                                      gr.sandbox_why[0] ? json_string(gr.sandbox_why) : json_null()));
+        json_t *dj = json_object();
+        for (int i = 0; i < ndsl; i++)
+            json_object_set_new(dj, mkb_dsls[i].name,
+                                json_pack("{s:s, s:s, s:o, s:o}", "package", mkb_dsls[i].package, "python",
+                                          dst[i].python, "version",
+                                          dst[i].version[0] ? json_string(dst[i].version) : json_null(), "missing",
+                                          dst[i].why[0] ? json_string(dst[i].why) : json_null()));
+        json_object_set_new(root, "dsls", dj);
         s = mkb_json_print(root);
         json_decref(root);
         if (s != MKB_OK) return mkb_cli_fail("doctor", s);
@@ -159,6 +277,18 @@ int cmd_doctor(int argc, char **argv) {
         }
         printf("programs\n");
         for (int i = 0; i < 2; i++) printf("  %-13s %s\n", progs[i], found[i] ? where[i] : "missing");
+        printf("grading\n");
+        printf("  grader child  %s%s\n", gr.child[0] ? "" : "missing: ", gr.child[0] ? gr.child : gr.child_why);
+        printf("  CUPTI         %s%s\n", gr.cupti[0] ? "" : "missing: ", gr.cupti[0] ? gr.cupti : gr.cupti_why);
+        printf("  sandbox       %s%s\n", gr.sandbox_why[0] ? "missing: " : "",
+               gr.sandbox_why[0] ? gr.sandbox_why : "bubblewrap makes one (no network, no GPU)");
+        printf("dsls\n");
+        for (int i = 0; i < ndsl; i++) {
+            if (dst[i].version[0])
+                printf("  %-13s %s %s with %s\n", mkb_dsls[i].name, mkb_dsls[i].package, dst[i].version, dst[i].python);
+            else
+                printf("  %-13s missing: %s\n", mkb_dsls[i].name, dst[i].why);
+        }
     }
     return strict && missing ? MKB_EXIT_CHECK : 0;
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "grade/child/child.h"
+#include "grade/cupti.h"
 
 #define F(name) static __typeof__(&name) p_##name
 F(cuptiSubscribe);
@@ -444,12 +445,7 @@ enum mkb_status mkb_trace_start(void) {
     ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (len > 0) self_exe[len] = '\0';
     const char *env = getenv("MKB_CUPTI_LIB");
-    const char *const cupti_names[] = {env ? env : "libcupti.so.13", "libcupti.so.13",
-                                       "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13",
-                                       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
-                                       "/usr/local/cuda/lib64/libcupti.so.13", "libcupti.so",
-                                       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
-                                       "/usr/local/cuda/lib64/libcupti.so", NULL};
+    const char *const cupti_names[] = {env ? env : "libcupti.so.13", MKB_CUPTI_CANDIDATES, NULL};
     void *h = open_first(cupti_names);
     if (!h) {
         snprintf(problem, sizeof problem, "cannot load CUPTI (set MKB_CUPTI_LIB to libcupti.so): %s", dlerror());
