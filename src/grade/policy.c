@@ -183,6 +183,24 @@ static void decide_open(const struct mkb_audit_policy *pol, const struct mkb_aud
     }
 }
 
+/* The event was raised by standard-library code (which the candidate called). */
+static bool from_stdlib(const struct mkb_audit_policy *pol, const struct mkb_audit_event *ev) {
+    return ev->innermost && mkb_policy_classify(pol->paths, ev->innermost) == MKB_ACTOR_STDLIB;
+}
+
+/* Standard-library code that looks at its caller's frame only to learn the caller's module name
+ * (collections.namedtuple, typing's TypeVar and friends, the Enum functional API): what it gets
+ * never reaches the candidate. */
+static bool names_caller_module(const char *file) {
+    static const char *const tails[] = {"/collections/__init__.py", "/typing.py", "/enum.py", NULL};
+    size_t n = file ? strlen(file) : 0;
+    for (int i = 0; tails[i]; i++) {
+        size_t t = strlen(tails[i]);
+        if (n > t && !strcmp(file + n - t, tails[i])) return true;
+    }
+    return false;
+}
+
 void mkb_audit_decide(const struct mkb_audit_policy *pol, const struct mkb_audit_event *ev,
                       struct mkb_audit_decision *d) {
     d->deny = false;
@@ -255,12 +273,24 @@ void mkb_audit_decide(const struct mkb_audit_policy *pol, const struct mkb_audit
         /* arg0: the object's type's module, arg1: the attribute */
         if (!cand || !ev->arg1) return;
         if (!strcmp(ev->arg1, "__code__") || !strcmp(ev->arg1, "__globals__") || !strcmp(ev->arg1, "__defaults__") ||
-            !strcmp(ev->arg1, "__kwdefaults__") || !strcmp(ev->arg1, "__class__"))
+            !strcmp(ev->arg1, "__kwdefaults__") || !strcmp(ev->arg1, "__class__")) {
+            /* the standard library doing it on a function generated at run time or written by the
+             * candidate (namedtuple sets its new __new__'s defaults when a kernel imports a module
+             * that defines one) rewrites nobody else's code; done by the candidate's own
+             * statement, or to anybody else's function, it is denied */
+            if (from_stdlib(pol, ev) && ev->target_file &&
+                (mkb_policy_is_generated(ev->target_file) ||
+                 mkb_policy_classify(pol->paths, ev->target_file) == MKB_ACTOR_CANDIDATE))
+                return;
             deny(d, "forged-code", "setting '%s' is forbidden: it rewrites code the grader relies on%s", ev->arg1, NULL);
+        }
         else if (ev->arg0 && (module_matches(ev->arg0, "torch") || module_matches(ev->arg0, "builtins")))
             deny(d, "forbidden-call", "patching %s types is forbidden (attribute '%s')", ev->arg0, ev->arg1);
         return;
     }
+    if ((!strcmp(n, "sys._getframe") || !strcmp(n, "sys._getframemodulename")) && from_stdlib(pol, ev) &&
+        names_caller_module(ev->innermost))
+        return; /* namedtuple, TypeVar, Enum: the caller's module name, no frame handed out */
     if (!strcmp(n, "sys._getframe") || !strcmp(n, "sys._current_frames") || !strcmp(n, "sys._getframemodulename") ||
         !strcmp(n, "gc.get_objects") || !strcmp(n, "gc.get_referrers") || !strcmp(n, "gc.get_referents") ||
         !strcmp(n, "sys.settrace") || !strcmp(n, "sys.setprofile") || !strcmp(n, "sys.addaudithook") ||

@@ -82,6 +82,13 @@ struct mkb_audit_event {
     int64_t self_pid;
     enum mkb_actor actor;
     enum mkb_phase phase;
+    /* object.__setattr__ / __delattr__ and sys._getframe only: the file of the Python code that
+     * raised the event (standard-library code when the candidate reached it through the standard
+     * library: collections.namedtuple setting the defaults of the function it just generated, or
+     * asking for its caller's module name), and, for setattr on a Python function, the file the
+     * function's code came from (else NULL) */
+    const char *innermost;
+    const char *target_file;
 };
 
 struct mkb_audit_decision {

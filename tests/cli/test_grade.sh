@@ -96,6 +96,37 @@ python3 -c "import json; a=json.load(open('$T/out')); b=json.load(open('$T/verdi
     fail "--out differs from stdout"
 ok "--out"
 
+# ---- the standard library on the kernel's behalf ----
+# importing a module that defines a namedtuple makes collections set the generated __new__'s
+# defaults and ask for the caller's module name: an honest import
+printf 'import difflib\nimport sched\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/stdlib_import.py"
+expect_rc 0 "stdlib namedtuples" grade --json "$T/stdlib_import.py"
+[[ $(field 'len(v["findings"])') == 0 ]] || fail "an honest stdlib import was flagged: $(field 'v["findings"]')"
+# but frames handed out by inspect, and a setattr onto another's function through the standard
+# library, stay forbidden
+printf 'import inspect\nF = inspect.currentframe()\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/inspect_frame.py"
+expect_rc 1 "inspect.currentframe" grade --json "$T/inspect_frame.py"
+[[ $(field '[f["rule"] for f in v["findings"]]') == "['forbidden-call']" ]] || fail "inspect frame: $(field 'v["findings"]')"
+cat >"$T/launder.py" <<'PY'
+import functools
+import json
+
+
+class Source:
+    __kwdefaults__ = {}
+
+
+# functools does the setattr, onto a library function
+functools.update_wrapper(json.dumps, Source, assigned=("__kwdefaults__",), updated=())
+
+
+def solve(x, r, w):
+    return x
+PY
+expect_rc 1 "setattr laundered through functools" grade --json "$T/launder.py"
+[[ $(field '[f["rule"] for f in v["findings"]]') == "['forged-code']" ]] || fail "laundering: $(field 'v["findings"]')"
+ok "the standard library may work for the kernel, not for an attack"
+
 # ---- --diagnose: the audit hook lets everything pass, and the verdict never passes ----
 expect_rc 2 "bad diagnose" grade --diagnose no-rules "$T/honest.py"
 grep -q "takes no-audit, no-trace or both, not 'no-rules'" "$T/err" || fail "bad diagnose message: $(cat "$T/err")"

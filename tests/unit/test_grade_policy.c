@@ -189,6 +189,45 @@ Test(policy, forged_code) {
     cr_assert(!decide("sys._getframe", NULL, NULL, MKB_ACTOR_DSL).deny);
 }
 
+/* The standard library on the candidate's behalf: namedtuple (run when a kernel imports a module
+ * that defines one) sets the defaults of the function it generated and asks for its caller's
+ * module name; that is allowed. The same setattr by the candidate's own statement, or through the
+ * standard library onto somebody else's function, and frame access through other standard-library
+ * code (inspect) stay denied. */
+static struct mkb_audit_decision decide_at(const char *name, const char *attr, const char *innermost,
+                                           const char *target) {
+    struct mkb_audit_event ev = {.name = name, .arg0 = "builtins", .arg1 = attr, .flags = -1, .self_pid = 100,
+                                 .actor = MKB_ACTOR_CANDIDATE, .phase = MKB_PHASE_CANDIDATE,
+                                 .innermost = innermost, .target_file = target};
+    struct mkb_audit_decision d;
+    mkb_audit_decide(&POL, &ev, &d);
+    return d;
+}
+
+Test(policy, stdlib_on_the_candidates_behalf) {
+    const char *coll = "/py/lib/python3.12/collections/__init__.py", *mock = "/py/lib/python3.12/unittest/mock.py";
+    const char *kernel = "/tmp/mkb-grade-abc/kernel.py";
+    cr_assert(!decide_at("object.__setattr__", "__defaults__", coll, "<string>").deny, "namedtuple's own __new__");
+    cr_assert(!decide_at("object.__setattr__", "__code__", mock, kernel).deny, "the candidate's own function");
+    cr_assert(decide_at("object.__setattr__", "__defaults__", kernel, "<string>").deny, "the candidate's statement");
+    cr_assert(decide_at("object.__setattr__", "__code__", kernel, kernel).deny, "swapping its own code directly");
+    struct mkb_audit_decision d =
+        decide_at("object.__setattr__", "__defaults__", mock, "/py/lib/python3.12/site-packages/torch/functional.py");
+    cr_assert(d.deny && !strcmp(d.rule, "forged-code"), "through mock.patch onto a library function");
+    cr_assert(decide_at("object.__setattr__", "__kwdefaults__", mock, "/py/lib/python3.12/json/__init__.py").deny);
+    cr_assert(decide_at("object.__setattr__", "__code__", mock, NULL).deny, "a target that is not a function");
+    cr_assert(decide_at("object.__setattr__", "__code__", mock, "<mkb-grader>").deny, "the grader's code");
+    /* frames */
+    cr_assert(!decide_at("sys._getframe", NULL, coll, NULL).deny, "namedtuple asks for its caller's module");
+    cr_assert(!decide_at("sys._getframe", NULL, "/py/lib/python3.12/typing.py", NULL).deny);
+    cr_assert(!decide_at("sys._getframe", NULL, "/py/lib/python3.12/enum.py", NULL).deny);
+    cr_assert(decide_at("sys._getframe", NULL, "/py/lib/python3.12/inspect.py", NULL).deny, "inspect hands out frames");
+    cr_assert(decide_at("sys._getframe", NULL, kernel, NULL).deny);
+    cr_assert(decide_at("sys._getframe", NULL, "/tmp/mkb-grade-abc/collections/__init__.py", NULL).deny,
+              "a file of the candidate's named like the standard library's");
+    cr_assert(decide_at("sys._current_frames", NULL, coll, NULL).deny);
+}
+
 Test(policy, judge_call) {
     struct mkb_call_account a = {0};
     struct mkb_finding f[8];

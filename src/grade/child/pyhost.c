@@ -217,7 +217,7 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
     in_hook = 1;
     struct mkb_audit_event ev = {.name = event, .flags = -1, .self_pid = getpid(), .phase = phase};
     ev.actor = actor_of_stack(PyEval_GetFrame());
-    char a0[PATH_MAX], a1[PATH_MAX], norm[PATH_MAX];
+    char a0[PATH_MAX], a1[PATH_MAX], norm[PATH_MAX], tf[PATH_MAX], tn[PATH_MAX];
     Py_ssize_t n = PyTuple_Check(args) ? PyTuple_GET_SIZE(args) : 0;
     PyObject *x0 = n > 0 ? PyTuple_GET_ITEM(args, 0) : NULL, *x1 = n > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
     if (!strcmp(event, "open")) {
@@ -243,6 +243,15 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
         ev.arg0 = arg_text(m, a0, sizeof a0);
         Py_XDECREF(m);
         ev.arg1 = arg_text(x1, a1, sizeof a1);
+        if (x0 && PyFunction_Check(x0)) {
+            const char *f = code_filename((PyCodeObject *)PyFunction_GET_CODE(x0), tf, sizeof tf);
+            if (f[0] == '/') {
+                normalise(f, tn, sizeof tn);
+                ev.target_file = tn;
+            } else {
+                ev.target_file = f;
+            }
+        }
     } else if (!strcmp(event, "import") || !strcmp(event, "ctypes.dlopen")) {
         ev.arg0 = arg_text(x0, a0, sizeof a0);
         const char *p = !strcmp(event, "import") ? arg_text(x1, a1, sizeof a1) : ev.arg0;
@@ -257,6 +266,16 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
         if (x0 && PyLong_Check(x0)) ev.pid = PyLong_AsLongLong(x0);
     } else {
         ev.arg0 = x0 && (PyUnicode_Check(x0) || PyBytes_Check(x0)) ? arg_text(x0, a0, sizeof a0) : NULL;
+    }
+    char fb[PATH_MAX];
+    if (!strcmp(event, "object.__setattr__") || !strcmp(event, "object.__delattr__") ||
+        !strcmp(event, "sys._getframe") || !strcmp(event, "sys._getframemodulename")) {
+        PyFrameObject *top = PyEval_GetFrame();
+        if (top) {
+            PyCodeObject *co = PyFrame_GetCode(top);
+            ev.innermost = code_filename(co, fb, sizeof fb);
+            Py_DECREF(co);
+        }
     }
     if (PyErr_Occurred()) PyErr_Clear();
     struct mkb_audit_decision d;
