@@ -60,9 +60,9 @@ static bool on_path(const char *prog, char *buf, size_t cap) {
 /* ---- what grading needs ---- */
 
 struct grading {
-    char child[PATH_MAX], child_why[512];
+    char child[PATH_MAX], child_why[2048];
     char cupti[PATH_MAX], cupti_why[512];
-    char sandbox_why[1024]; /* empty: bubblewrap made a sandbox */
+    char sandbox_why[2048]; /* empty: bubblewrap made a sandbox */
 };
 
 /* The CUPTI library a grade would load ($MKB_CUPTI_LIB, then grade/cupti.h's list). */
@@ -75,7 +75,7 @@ static bool find_cupti(char *path, size_t cap, char *why, size_t wcap) {
         void *sym = dlsym(h, "cuptiGetVersion");
         Dl_info info;
         snprintf(path, cap, "%s", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : names[i]);
-        dlclose(h);
+        /* left loaded: unloading it would orphan what its initialisers allocated */
         return true;
     }
     snprintf(why, wcap, "no libcupti.so.13 found (install the CUDA toolkit's CUPTI or set MKB_CUPTI_LIB)");
@@ -107,7 +107,7 @@ static bool check_grading(struct grading *g, const char *bwrap) {
 struct dsl_status {
     char python[PATH_MAX];
     char version[64]; /* empty: not installed */
-    char why[512];
+    char why[PATH_MAX + 512];
 };
 
 static void check_dsl(const struct mkb_dsl *d, struct dsl_status *st) {
