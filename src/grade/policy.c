@@ -188,17 +188,22 @@ static bool from_stdlib(const struct mkb_audit_policy *pol, const struct mkb_aud
     return ev->innermost && mkb_policy_classify(pol->paths, ev->innermost) == MKB_ACTOR_STDLIB;
 }
 
-/* Standard-library code that looks at its caller's frame only to learn the caller's module name
- * (collections.namedtuple, typing's TypeVar and friends, the Enum functional API): what it gets
- * never reaches the candidate. */
-static bool names_caller_module(const char *file) {
-    static const char *const tails[] = {"/collections/__init__.py", "/typing.py", "/enum.py", NULL};
-    size_t n = file ? strlen(file) : 0;
-    for (int i = 0; tails[i]; i++) {
-        size_t t = strlen(tails[i]);
-        if (n > t && !strcmp(file + n - t, tails[i])) return true;
-    }
-    return false;
+static bool ends_with(const char *s, const char *tail) {
+    size_t n = s ? strlen(s) : 0, t = strlen(tail);
+    return n > t && !strcmp(s + n - t, tail);
+}
+
+/* Standard-library code that looks at a frame without handing it to the candidate:
+ * collections.namedtuple, typing (TypeVar and friends) and the Enum functional API read their
+ * caller's module name; logging's findCaller reads file, line and function names, through
+ * logging.currentframe, which does return a frame, so there only when logging itself called it. */
+static bool frame_stays_inside(const struct mkb_audit_policy *pol, const struct mkb_audit_event *ev) {
+    if (!from_stdlib(pol, ev)) return false;
+    if (ends_with(ev->innermost, "/collections/__init__.py") || ends_with(ev->innermost, "/typing.py") ||
+        ends_with(ev->innermost, "/enum.py"))
+        return true;
+    return ends_with(ev->innermost, "/logging/__init__.py") && ends_with(ev->innermost_caller, "/logging/__init__.py") &&
+           mkb_policy_classify(pol->paths, ev->innermost_caller) == MKB_ACTOR_STDLIB;
 }
 
 void mkb_audit_decide(const struct mkb_audit_policy *pol, const struct mkb_audit_event *ev,
@@ -288,9 +293,8 @@ void mkb_audit_decide(const struct mkb_audit_policy *pol, const struct mkb_audit
             deny(d, "forbidden-call", "patching %s types is forbidden (attribute '%s')", ev->arg0, ev->arg1);
         return;
     }
-    if ((!strcmp(n, "sys._getframe") || !strcmp(n, "sys._getframemodulename")) && from_stdlib(pol, ev) &&
-        names_caller_module(ev->innermost))
-        return; /* namedtuple, TypeVar, Enum: the caller's module name, no frame handed out */
+    if ((!strcmp(n, "sys._getframe") || !strcmp(n, "sys._getframemodulename")) && frame_stays_inside(pol, ev))
+        return;
     if (!strcmp(n, "sys._getframe") || !strcmp(n, "sys._current_frames") || !strcmp(n, "sys._getframemodulename") ||
         !strcmp(n, "gc.get_objects") || !strcmp(n, "gc.get_referrers") || !strcmp(n, "gc.get_referents") ||
         !strcmp(n, "sys.settrace") || !strcmp(n, "sys.setprofile") || !strcmp(n, "sys.addaudithook") ||

@@ -88,6 +88,7 @@ struct mkb_audit_event {
      * asking for its caller's module name), and, for setattr on a Python function, the file the
      * function's code came from (else NULL) */
     const char *innermost;
+    const char *innermost_caller; /* the file of the frame that called the innermost one */
     const char *target_file;
 };
 

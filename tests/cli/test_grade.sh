@@ -102,6 +102,8 @@ ok "--out"
 printf 'import difflib\nimport sched\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/stdlib_import.py"
 expect_rc 0 "stdlib namedtuples" grade --json "$T/stdlib_import.py"
 [[ $(field 'len(v["findings"])') == 0 ]] || fail "an honest stdlib import was flagged: $(field 'v["findings"]')"
+expect_rc 0 "an honest kernel's Python habits" grade --json "$MKB_FIXTURES/grade/honest_habits.py"
+[[ $(field 'len(v["findings"])') == 0 ]] || fail "honest habits flagged: $(field 'v["findings"]')"
 # but frames handed out by inspect, and a setattr onto another's function through the standard
 # library, stay forbidden
 printf 'import inspect\nF = inspect.currentframe()\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/inspect_frame.py"

@@ -226,6 +226,19 @@ Test(policy, stdlib_on_the_candidates_behalf) {
     cr_assert(decide_at("sys._getframe", NULL, "/tmp/mkb-grade-abc/collections/__init__.py", NULL).deny,
               "a file of the candidate's named like the standard library's");
     cr_assert(decide_at("sys._current_frames", NULL, coll, NULL).deny);
+    /* logging: findCaller (logging calling logging.currentframe) reads names; currentframe called
+     * by the candidate would hand it a frame */
+    const char *lg = "/py/lib/python3.12/logging/__init__.py";
+    struct mkb_audit_event ev = {.name = "sys._getframe", .flags = -1, .self_pid = 100, .actor = MKB_ACTOR_CANDIDATE,
+                                 .phase = MKB_PHASE_CANDIDATE, .innermost = lg, .innermost_caller = lg};
+    mkb_audit_decide(&POL, &ev, &d);
+    cr_assert(!d.deny, "logging's findCaller");
+    ev.innermost_caller = kernel;
+    mkb_audit_decide(&POL, &ev, &d);
+    cr_assert(d.deny, "logging.currentframe() called by the kernel");
+    ev.innermost_caller = NULL;
+    mkb_audit_decide(&POL, &ev, &d);
+    cr_assert(d.deny, "no caller known");
 }
 
 Test(policy, judge_call) {

@@ -267,7 +267,7 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
     } else {
         ev.arg0 = x0 && (PyUnicode_Check(x0) || PyBytes_Check(x0)) ? arg_text(x0, a0, sizeof a0) : NULL;
     }
-    char fb[PATH_MAX];
+    char fb[PATH_MAX], fc[PATH_MAX];
     if (!strcmp(event, "object.__setattr__") || !strcmp(event, "object.__delattr__") ||
         !strcmp(event, "sys._getframe") || !strcmp(event, "sys._getframemodulename")) {
         PyFrameObject *top = PyEval_GetFrame();
@@ -275,6 +275,13 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
             PyCodeObject *co = PyFrame_GetCode(top);
             ev.innermost = code_filename(co, fb, sizeof fb);
             Py_DECREF(co);
+            PyFrameObject *back = PyFrame_GetBack(top);
+            if (back) {
+                co = PyFrame_GetCode(back);
+                ev.innermost_caller = code_filename(co, fc, sizeof fc);
+                Py_DECREF(co);
+                Py_DECREF(back);
+            }
         }
     }
     if (PyErr_Occurred()) PyErr_Clear();
