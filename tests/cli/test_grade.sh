@@ -61,6 +61,8 @@ expect_rc 0 "honest import" grade --json "$T/honest.py"
 [[ $(field 'len(v["findings"])') == 0 ]] || fail "honest kernel has findings: $(field 'v["findings"]')"
 [[ $(field 'v["authenticated"]') == True ]] || fail "result not authenticated"
 [[ $(field 'len(v["seeds"]["timing"])') == 50 ]] || fail "verdict lacks the 50 timing seeds"
+[[ $(field 'v["environment"]["python_linkage"] in ("static", "shared")') == True ]] ||
+    fail "the verdict does not say how the interpreter is linked: $(field 'v["environment"]')"
 ok "honest kernel imports, authenticated"
 
 # the text report, and the same text in the JSON verdict (what an agent's submission shows)

@@ -20,8 +20,12 @@ fi
 build=$root/build-grade-bundle
 out=$root/.grade-bundle
 grep -qx '/.grade-bundle/' "$root/.git/info/exclude" 2>/dev/null || echo '/.grade-bundle/' >>"$root/.git/info/exclude"
+# The child links libpython3.X.so here, which the GPU host resolves to its own (same minor
+# version, exact patch level). A static libpython would pin this machine's patch release inside
+# the child; for the faster static embedding, build the child on the GPU host
+# (tools/gpu/remote-build.sh), where it links the host's own libpython3.X.a.
 cmake -S "$root" -B "$build" -G Ninja -DMKB_TESTS=OFF -DMKB_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMKB_CHILD_PYTHON="$py" >/dev/null
+    -DMKB_CHILD_PYTHON="$py" -DMKB_CHILD_STATIC_PYTHON=OFF >/dev/null
 cmake --build "$build" --target mkb mkb-grade-child
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

@@ -4,7 +4,8 @@
 # (tools/gpu/bundle.sh). Development packages the host lacks are unpacked from the .deb files
 # copied along in .debs/ (tools/gpu/fetch-debs.sh) into /tmp/mkb-deps, their pkg-config files
 # pointed there. Unit tests (Criterion) are not built: the GPU host runs the GPU programs.
-# Afterwards: MKB_BIN=BUILD_DIR tools/gpu/run-checks.sh OUTDIR.
+# Afterwards: MKB_BIN=BUILD_DIR tools/gpu/run-checks.sh OUTDIR, or MKB_BIN=BUILD_DIR
+# tools/gpu/validate-grader.sh OUTDIR for the grader built against the host's own Python.
 #
 # usage: tools/gpu/remote-build.sh [BUILD_DIR]   (default: build-gpu)
 # MKB_FORCE_DEBS=1 uses the packages in .debs/ even where pkg-config finds the host's.
@@ -13,7 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-gpu}
 deps=/tmp/mkb-deps
 missing=()
-for pc in jansson libcurl libzstd libcrypto; do
+for pc in jansson libcurl libzstd libcrypto sqlite3; do
     if [ -n "${MKB_FORCE_DEBS:-}" ] || ! pkg-config --exists "$pc"; then missing+=("$pc"); fi
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -29,6 +30,11 @@ fi
 export PATH="/usr/local/cuda/bin:$PATH"
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-cmake -S "$root" -B "$build" "${gen[@]}" -DMKB_TESTS=OFF -DMKB_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build "$build" -j "$(nproc)" --target mkb test_cuda_ops test_cuda_rng test_cuda_problems bench_eager
+# the grader child embeds MKB_CHILD_PYTHON's CPython (default: the python3 on PATH), statically
+# when that Python ships libpython3.X.a (CMakeLists.txt says why)
+cmake -S "$root" -B "$build" "${gen[@]}" -DMKB_TESTS=OFF -DMKB_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    ${MKB_CHILD_PYTHON:+-DMKB_CHILD_PYTHON="$MKB_CHILD_PYTHON"}
+targets=(mkb test_cuda_ops test_cuda_rng test_cuda_problems bench_eager)
+cmake --build "$build" --target help 2>/dev/null | grep -q 'mkb-grade-child' && targets+=(mkb-grade-child)
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "remote-build: built in $build"

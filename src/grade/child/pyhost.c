@@ -435,6 +435,10 @@ static void set_version(json_t *env, const char *key, const char *module) {
 
 enum mkb_status mkb_py_preload(json_t *env) {
     json_object_set_new(env, "python", json_string(PY_VERSION));
+#ifdef MKB_CHILD_PYTHON_LINKAGE
+    /* static: linked from libpython3.X.a, as python3 itself is; shared: through libpython3.X.so */
+    json_object_set_new(env, "python_linkage", json_string(MKB_CHILD_PYTHON_LINKAGE));
+#endif
     if (!mkb_child.preload_torch) return MKB_OK;
     PyObject *torch = PyImport_ImportModule("torch");
     if (!torch) return py_fail("cannot import torch");
