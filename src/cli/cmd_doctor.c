@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/cuda/gpu.h"
 #include "cli/cli.h"
@@ -41,21 +40,6 @@ static const char *const doctor_usage =
     "  --strict          exit 1 when anything above is missing\n"
     "  --json            machine-readable report on stdout\n"
     "  -h, --help        this help\n";
-
-/* The full path of prog found on PATH, into buf; false when it is not there. */
-static bool on_path(const char *prog, char *buf, size_t cap) {
-    const char *path = getenv("PATH");
-    if (!path) return false;
-    const char *p = path;
-    while (*p) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && (size_t)snprintf(buf, cap, "%.*s/%s", (int)len, p, prog) < cap && access(buf, X_OK) == 0)
-            return true;
-        p += len + (e ? 1 : 0);
-    }
-    return false;
-}
 
 /* ---- what grading needs ---- */
 
@@ -189,7 +173,8 @@ int cmd_doctor(int argc, char **argv) {
     char where[2][4096];
     bool found[2];
     for (int i = 0; i < 2; i++) {
-        found[i] = on_path(progs[i], where[i], sizeof where[i]);
+        found[i] = mkb_proc_which(progs[i], where[i], sizeof where[i]) == MKB_OK;
+        mkb_error_clear();
         if (!found[i]) missing = true;
     }
     struct grading gr;

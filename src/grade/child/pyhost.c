@@ -216,7 +216,8 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
     if (phase == MKB_PHASE_PRELOAD || in_hook || mkb_child.no_audit || !interesting(event)) return 0;
     in_hook = 1;
     struct mkb_audit_event ev = {.name = event, .flags = -1, .self_pid = getpid(), .phase = phase};
-    ev.actor = actor_of_stack(PyEval_GetFrame());
+    PyFrameObject *top = PyEval_GetFrame();
+    ev.actor = actor_of_stack(top);
     char a0[PATH_MAX], a1[PATH_MAX], norm[PATH_MAX], tf[PATH_MAX], tn[PATH_MAX];
     Py_ssize_t n = PyTuple_Check(args) ? PyTuple_GET_SIZE(args) : 0;
     PyObject *x0 = n > 0 ? PyTuple_GET_ITEM(args, 0) : NULL, *x1 = n > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
@@ -270,7 +271,6 @@ static int audit_hook(const char *event, PyObject *args, void *ud) {
     char fb[PATH_MAX], fc[PATH_MAX];
     if (!strcmp(event, "object.__setattr__") || !strcmp(event, "object.__delattr__") ||
         !strcmp(event, "sys._getframe") || !strcmp(event, "sys._getframemodulename")) {
-        PyFrameObject *top = PyEval_GetFrame();
         if (top) {
             PyCodeObject *co = PyFrame_GetCode(top);
             ev.innermost = code_filename(co, fb, sizeof fb);
