@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "grade/diagnose.h"
 #include "grade/parent.h"
 #include "grade/verdict.h"
 #include "problem/problem.h"
@@ -48,9 +49,9 @@ static const char *const grade_usage =
     "  --preload WHAT    what the grader imports before the kernel: all (default: torch and the DSL),\n"
     "                    torch (checks of the grader without the DSL), none (= --no-preload: no torch)\n"
     "  --keep            keep the grade's private directory (logs) and print its path\n"
-    "  --diagnose LIST   measure the grader's own cost: no-audit (the audit hook lets everything\n"
-    "                    pass), no-trace (no CUPTI), or both, comma-separated; the rules are then\n"
-    "                    not enforced, so such a verdict never passes and says 'diagnostic'\n"
+    "  --diagnose LIST   switch parts of the grader off to measure their cost inside the timed\n"
+    "                    calls (comma-separated; '--diagnose help' lists them); such a verdict\n"
+    "                    never passes and says 'diagnostic'\n"
     "  -h, --help        this help\n"
     "\n"
     "Exit codes: 0 passed, 1 not passed, 2 usage, 3 the grade could not be carried out.\n";
@@ -110,13 +111,12 @@ int cmd_grade(int argc, char **argv) {
             o.preload = optarg;
             break;
         case 'D': {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                if (strcmp(t, "no-audit") && strcmp(t, "no-trace"))
-                    return mkb_cli_usage("grade", "--diagnose takes no-audit, no-trace or both, not '%s'", t);
-            if (strlen(optarg) >= sizeof buf || !optarg[0])
-                return mkb_cli_usage("grade", "--diagnose takes no-audit, no-trace or both, not '%s'", optarg);
+            if (!strcmp(optarg, "help")) {
+                mkb_diagnose_print_help(stdout);
+                return 0;
+            }
+            struct mkb_diagnose d;
+            if (mkb_diagnose_parse(optarg, &d) != MKB_OK) return mkb_cli_usage("grade", "%s", mkb_error_message());
             o.diagnose = optarg;
             break;
         }

@@ -43,8 +43,8 @@ struct mkb_grade_opts {
     const char *protect[4];  /* more files the candidate must not open (the verdict output) */
     int nprotect;
     bool keep_workdir;
-    const char *diagnose;    /* NULL, or "no-audit", "no-trace" or both, comma-separated: measure
-                                the grader's own cost; the verdict never passes */
+    const char *diagnose;    /* NULL, or a list grade/diagnose.h parses: measure the grader's own
+                                cost; the verdict never passes */
 };
 
 enum mkb_status mkb_grade_run(const struct mkb_grade_opts *o, json_t **verdict);

@@ -133,7 +133,13 @@ ok "the standard library may work for the kernel, not for an attack"
 
 # ---- --diagnose: the audit hook lets everything pass, and the verdict never passes ----
 expect_rc 2 "bad diagnose" grade --diagnose no-rules "$T/honest.py"
-grep -q "takes no-audit, no-trace or both, not 'no-rules'" "$T/err" || fail "bad diagnose message: $(cat "$T/err")"
+grep -q "'no-rules' is not a part of the grader" "$T/err" || fail "bad diagnose message: $(cat "$T/err")"
+expect_rc 2 "empty diagnose item" grade --diagnose no-audit, "$T/honest.py"
+grep -q "'' is not a part of the grader" "$T/err" || fail "empty diagnose item message: $(cat "$T/err")"
+expect_rc 0 "diagnose help" grade --diagnose help
+for part in no-audit no-trace no-callbacks no-activity verify-each no-pin keep-gc; do
+    grep -q "^  $part " "$T/out" || fail "--diagnose help lacks $part: $(cat "$T/out")"
+done
 printf 'import gc\nN = len(gc.get_objects())\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/gc_at_import.py"
 expect_rc 1 "forbidden call without diagnose" grade --json "$T/gc_at_import.py"
 [[ $(field '[f["rule"] for f in v["findings"]]') == "['forbidden-call']" ]] || fail "gc.get_objects not caught"

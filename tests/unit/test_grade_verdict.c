@@ -1,12 +1,14 @@
-/* Tests of verdict assembly and the pass decision (src/grade/verdict.h) and of the seeds
- * (src/grade/seeds.h): passed only with everything in place; each missing piece fails it; a
- * harness error exits 3; the report names the mismatch, the findings and the error. */
+/* Tests of verdict assembly and the pass decision (src/grade/verdict.h), of the seeds
+ * (src/grade/seeds.h) and of --diagnose lists (src/grade/diagnose.h): passed only with everything
+ * in place; each missing piece fails it; a harness error exits 3; the report names the mismatch,
+ * the findings and the error. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "grade/diagnose.h"
 #include "grade/seeds.h"
 #include "grade/verdict.h"
 
@@ -240,4 +242,30 @@ Test(seeds, bad_files_are_named) {
     cr_assert_eq(mkb_seeds_from_json(j, &s), MKB_ERR_INVALID);
     cr_assert(strstr(mkb_error_message(), "below 2^63"), "%s", mkb_error_message());
     json_decref(j);
+}
+
+/* ---- --diagnose lists (grade/diagnose.h) ---- */
+
+Test(diagnose, parses_each_part_and_only_those_named) {
+    struct mkb_diagnose d;
+    cr_assert_eq(mkb_diagnose_parse("no-audit,verify-each,keep-gc", &d), MKB_OK);
+    cr_assert(d.no_audit && d.verify_each && d.keep_gc);
+    cr_assert(!d.no_trace && !d.no_callbacks && !d.no_activity && !d.no_pin);
+    cr_assert(!mkb_diagnose_relaxes_tracing(&d));
+    cr_assert_eq(mkb_diagnose_parse("no-callbacks", &d), MKB_OK);
+    cr_assert(d.no_callbacks && !d.no_audit);
+    cr_assert(mkb_diagnose_relaxes_tracing(&d));
+    cr_assert_eq(mkb_diagnose_parse("no-activity,no-pin", &d), MKB_OK);
+    cr_assert(d.no_activity && d.no_pin && mkb_diagnose_relaxes_tracing(&d));
+}
+
+Test(diagnose, rejects_unknown_prefixes_and_empty_items) {
+    struct mkb_diagnose d;
+    cr_assert_eq(mkb_diagnose_parse("no-trac", &d), MKB_ERR_INVALID);
+    cr_assert(strstr(mkb_error_message(), "'no-trac' is not a part of the grader"), "%s", mkb_error_message());
+    cr_assert_eq(mkb_diagnose_parse("no-trace-x", &d), MKB_ERR_INVALID);
+    cr_assert_eq(mkb_diagnose_parse("no-audit,,no-trace", &d), MKB_ERR_INVALID);
+    cr_assert_eq(mkb_diagnose_parse("", &d), MKB_ERR_INVALID);
+    cr_assert_eq(mkb_diagnose_parse(NULL, &d), MKB_ERR_INVALID);
+    mkb_error_clear();
 }

@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "dsl/env.h"
+#include "grade/diagnose.h"
 #include "grade/policy.h"
 #include "grade/seeds.h"
 #include "problem/problem.h"
@@ -40,9 +41,8 @@ struct mkb_child {
     bool preload_torch, preload_dsl; /* what to import before the candidate ("preload": all,
                                         torch, none; none only in CPU tests) */
     struct mkb_seeds seeds;
-    /* diagnostic grades only (mkb grade --diagnose; such a verdict never passes): measure what
-     * the audit hook or the CUPTI tracing costs inside the timed calls */
-    bool no_audit, no_trace;
+    /* diagnostic grades only (mkb grade --diagnose; such a verdict never passes) */
+    struct mkb_diagnose diag;
     json_t *assignment; /* owns the strings above */
 
     /* the report being built */
@@ -80,12 +80,17 @@ const struct mkb_policy_paths *mkb_py_paths(void);
 /* Audited events raised inside solve() calls: counting is on between window(true) and
  * window(false); the count so far, and {event name: count} over every window (new reference). */
 void mkb_py_audit_window(bool on);
+/* pause=true: switch the garbage collector off and return whether it was on; false: back on. */
+bool mkb_py_gc_pause(bool pause);
 int64_t mkb_py_audit_count(void);
 json_t *mkb_py_audit_histogram(void);
 
 /* ---- trace.c ---- */
 enum mkb_status mkb_trace_start(void); /* before any CUDA work */
 void mkb_trace_set_grader(bool active);
+/* Settles the tracer (flushes CUPTI: the kernels launched since the last window are accounted
+ * as the grader's or as outside every call) and opens a window; call it with the GPU idle,
+ * before the timed region starts. */
 void mkb_trace_window_begin(void);
 /* Flushes CUPTI and accounts the window that ends now. */
 void mkb_trace_window_end(struct mkb_call_account *acc);

@@ -177,8 +177,7 @@ static enum mkb_status read_assignment(int fd) {
     mkb_child.role = role;
     mkb_child.mode = mode ? mode : "full";
     const char *diag = json_string_value(json_object_get(a, "diagnose"));
-    mkb_child.no_audit = diag && strstr(diag, "no-audit");
-    mkb_child.no_trace = diag && strstr(diag, "no-trace");
+    if (diag) MKB_TRY(mkb_diagnose_parse(diag, &mkb_child.diag));
     MKB_TRY(mkb_problem_find(problem, &mkb_child.problem));
     mkb_child.scale = !strcmp(scale, "test") ? MKB_SCALE_TEST : MKB_SCALE_FULL;
     if (dsl) MKB_TRY(mkb_dsl_env_find(dsl, &mkb_child.dsl));

@@ -202,6 +202,14 @@ static void count_event(const char *event) {
 }
 
 void mkb_py_audit_window(bool on) { audit_counting = on; }
+
+bool mkb_py_gc_pause(bool pause) {
+    if (!pause) {
+        PyGC_Enable();
+        return false;
+    }
+    return PyGC_Disable() != 0;
+}
 int64_t mkb_py_audit_count(void) { return audit_count; }
 
 json_t *mkb_py_audit_histogram(void) {
@@ -213,7 +221,7 @@ json_t *mkb_py_audit_histogram(void) {
 static int audit_hook(const char *event, PyObject *args, void *ud) {
     (void)ud;
     if (audit_counting && !in_hook) count_event(event);
-    if (phase == MKB_PHASE_PRELOAD || in_hook || mkb_child.no_audit || !interesting(event)) return 0;
+    if (phase == MKB_PHASE_PRELOAD || in_hook || mkb_child.diag.no_audit || !interesting(event)) return 0;
     in_hook = 1;
     struct mkb_audit_event ev = {.name = event, .flags = -1, .self_pid = getpid(), .phase = phase};
     PyFrameObject *top = PyEval_GetFrame();

@@ -505,9 +505,10 @@ enum mkb_status mkb_trace_start(void) {
     }
     CUpti_SubscriberHandle sub;
     CUptiResult r = p_cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, NULL);
-    if (r == CUPTI_SUCCESS) r = enable_callbacks(sub);
+    if (r == CUPTI_SUCCESS && !mkb_child.diag.no_callbacks) r = enable_callbacks(sub);
     if (r == CUPTI_SUCCESS) r = p_cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-    if (r == CUPTI_SUCCESS) r = p_cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r == CUPTI_SUCCESS && !mkb_child.diag.no_activity)
+        r = p_cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
         snprintf(problem, sizeof problem, "CUPTI refused to start (error %d)", (int)r);
         return MKB_ERR_UNSUPPORTED;
@@ -517,9 +518,58 @@ enum mkb_status mkb_trace_start(void) {
     return MKB_OK;
 }
 
+/* Kernels that ran since the last window and were not the grader's, found when the tracer
+ * settles before a window opens: reported with that window's call. */
+static int64_t pending_outside, pending_graph;
+static char pending_first_outside[96];
+
+/* Account the kernel records delivered so far (lock held): into acc for the window that just
+ * ended, or (acc NULL, settling before a window) as outside every window. */
+static void drain_records(struct mkb_call_account *acc) {
+    for (size_t i = 0; i < nrecs; i++) {
+        const struct krec *k = &recs[i];
+        int o = map_get(&corr, k->corr);
+        bool in_window = acc && k->start >= win_start && k->start <= win_end;
+        if (in_window) acc->all_kernels++;
+        if (o == MKB_ORIGIN_GRADER) continue;
+        if (o < 0) o = MKB_ORIGIN_LIBRARY;
+        if (k->graph) {
+            if (acc) acc->graph_launches++;
+            else pending_graph++;
+        }
+        if (in_window) {
+            acc->kernels[o]++;
+            acc->kernel_ms[o] += (double)(k->end - k->start) * 1e-6;
+            if (o == MKB_ORIGIN_FOREIGN && !acc->first_foreign[0])
+                snprintf(acc->first_foreign, sizeof acc->first_foreign, "%s", k->name);
+        } else if (k->start > last_end && last_end != 0) {
+            int64_t *n = acc ? &acc->outside : &pending_outside;
+            char *first = acc ? acc->first_outside : pending_first_outside;
+            size_t cap = acc ? sizeof acc->first_outside : sizeof pending_first_outside;
+            if (!first[0]) snprintf(first, cap, "%s", k->name);
+            (*n)++;
+        }
+    }
+    nrecs = 0;
+}
+
 void mkb_trace_window_begin(void) {
-    if (!available) return;
+    if (!available) {
+        grader_active = false;
+        return;
+    }
+    /* Settle first, outside the timed region: every kernel launched so far has finished (the GPU
+     * is idle), so its record arrives now and is accounted, and the correlation map, whose
+     * entries those records were waiting for, starts the window empty: a launch inside the call
+     * then never lands in a table grown by thousands of the grader's own launches. */
+    grader_active = true;
+    p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     uint64_t t = 0;
+    pthread_mutex_lock(&lock);
+    drain_records(NULL);
+    if (corr.cap) memset(corr.keys, 0, corr.cap * sizeof *corr.keys);
+    corr.n = 0;
+    pthread_mutex_unlock(&lock);
     p_cuptiGetTimestamp(&t);
     pthread_mutex_lock(&lock);
     win_start = t;
@@ -539,32 +589,17 @@ void mkb_trace_window_end(struct mkb_call_account *acc) {
     pthread_mutex_lock(&lock);
     in_call = false;
     win_end = t;
-    acc->graph_launches = graph_events_in;
-    acc->outside = graph_events_out;
-    graph_events_out = 0;
+    acc->graph_launches = graph_events_in + pending_graph;
+    acc->outside = graph_events_out + pending_outside;
+    snprintf(acc->first_outside, sizeof acc->first_outside, "%s", pending_first_outside);
+    graph_events_out = pending_outside = pending_graph = 0;
+    pending_first_outside[0] = '\0';
     pthread_mutex_unlock(&lock);
     p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     size_t dropped = 0;
     if (p_cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS) acc->dropped_records = (int64_t)dropped;
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nrecs; i++) {
-        const struct krec *k = &recs[i];
-        int o = map_get(&corr, k->corr);
-        if (k->start >= win_start && k->start <= win_end) acc->all_kernels++;
-        if (o == MKB_ORIGIN_GRADER) continue;
-        if (o < 0) o = MKB_ORIGIN_LIBRARY;
-        if (k->graph) acc->graph_launches += 1;
-        if (k->start >= win_start && k->start <= win_end) {
-            acc->kernels[o]++;
-            acc->kernel_ms[o] += (double)(k->end - k->start) * 1e-6;
-            if (o == MKB_ORIGIN_FOREIGN && !acc->first_foreign[0])
-                snprintf(acc->first_foreign, sizeof acc->first_foreign, "%s", k->name);
-        } else if (k->start > last_end && last_end != 0) {
-            acc->outside++;
-            if (!acc->first_outside[0]) snprintf(acc->first_outside, sizeof acc->first_outside, "%s", k->name);
-        }
-    }
-    nrecs = 0;
+    drain_records(acc);
     last_end = win_end;
     pthread_mutex_unlock(&lock);
 }
