@@ -4,9 +4,10 @@
 #   2. solutions  every tests/solutions/<dsl>/*.py graded at full scale: each must pass
 #   3. exploits   every tests/exploits/*.py marked "where: gpu" (and the cpu ones, now with torch
 #                 and the DSL preloaded): each must be rejected, with the findings it names
-#   4. spread     each timing kernel graded 5 times: the spread of the kernel medians
-#   5. overhead   the p28 samples graded normally and with --diagnose no-audit / no-trace / both:
-#                 what the audit hook and CUPTI cost inside the timed calls
+#   4. spread     each timing kernel graded 5 times (MKB_SPREAD_N): the spread of the kernel medians
+#   5. overhead   the p28 samples graded normally and with parts of the grader switched off
+#                 (MKB_OVERHEAD_DIAGS, default "no-audit no-trace no-audit,no-trace"; each entry a
+#                 --diagnose list; MKB_OVERHEAD_N rounds): what each part costs inside the timed calls
 #   6. probe      the paper's loop under python3 and under an embedded interpreter (pyembed_probe,
 #                 with and without an audit hook): what embedding alone costs
 #   7. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
@@ -113,7 +114,7 @@ for step in $steps; do
     spread)
         for k in $timing_kernels; do
             kernel_info "$k"
-            for i in 1 2 3 4 5; do grade "spread-$label-$i" "$p" "$dsl" "$k" "${gargs[@]}"; done
+            for i in $(seq "${MKB_SPREAD_N:-5}"); do grade "spread-$label-$i" "$p" "$dsl" "$k" "${gargs[@]}"; done
         done
         ;;
     overhead)
@@ -121,9 +122,11 @@ for step in $steps; do
         # normally, without the audit hook's checks, without CUPTI, and without both
         for k in $timing_kernels; do
             kernel_info "$k"
-            grade "overhead-$label-full" "$p" "$dsl" "$k" --no-baseline "${gargs[@]}"
-            for d in no-audit no-trace no-audit,no-trace; do
-                grade "overhead-$label-${d/,/+}" "$p" "$dsl" "$k" --no-baseline --diagnose "$d" "${gargs[@]}"
+            for i in $(seq "${MKB_OVERHEAD_N:-1}"); do
+                grade "overhead-$label-full-$i" "$p" "$dsl" "$k" --no-baseline "${gargs[@]}"
+                for d in ${MKB_OVERHEAD_DIAGS:-no-audit no-trace no-audit,no-trace}; do
+                    grade "overhead-$label-${d//,/+}-$i" "$p" "$dsl" "$k" --no-baseline --diagnose "$d" "${gargs[@]}"
+                done
             done
         done
         ;;
@@ -209,7 +212,8 @@ for p in sorted(glob.glob(os.path.join(out, "overhead-*.json"))):
     acc = (v.get("accounting") or {}).get("candidate") or {}
     top = sorted((acc.get("audit_events") or {}).items(), key=lambda kv: -kv[1])[:6]
     print(f"{os.path.basename(p)[:-5]:40s} kernel_ms {v.get('kernel_ms')} host_ms_median {acc.get('host_ms_median')} "
-          f"audit_events_median {acc.get('audit_events_median')} top {top}")
+          f"audit_events_median {acc.get('audit_events_median')} batches {acc.get('verify_batches')} "
+          f"pinned {acc.get('pinned_cpu')} top {top}")
 for n, pl in summary["paper_loop"].items():
     print(f"{n}: kernel_ms {pl.get('kernel_ms')}, wall {(pl.get('wall') or {}).get('total_s')}")
 sol = [n for n in rows if n.startswith("solution-")]

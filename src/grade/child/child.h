@@ -89,9 +89,10 @@ json_t *mkb_py_audit_histogram(void);
 enum mkb_status mkb_trace_start(void); /* before any CUDA work */
 void mkb_trace_set_grader(bool active);
 /* Settles the tracer (flushes CUPTI: the kernels launched since the last window are accounted
- * as the grader's or as outside every call) and opens a window; call it with the GPU idle,
- * before the timed region starts. */
-void mkb_trace_window_begin(void);
+ * as the grader's or as outside every call), runs prime (when not NULL: the grader's own short
+ * GPU work, which makes CUPTI take its next activity buffer now) and opens a window; call it
+ * with the GPU idle, before the timed region starts. */
+void mkb_trace_window_begin(void (*prime)(void));
 /* Flushes CUPTI and accounts the window that ends now. */
 void mkb_trace_window_end(struct mkb_call_account *acc);
 bool mkb_trace_available(void);

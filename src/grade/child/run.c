@@ -196,6 +196,18 @@ static void account_findings(const struct mkb_call_account *acc) {
     for (int i = 0; i < n; i++) mkb_child_finding(f[i].rule, f[i].message);
 }
 
+/* One tiny kernel of the grader's, waited for: run by the tracer between its flush and the
+ * window, so that CUPTI's first record after the flush (and the buffer it takes for it) is not
+ * the candidate's kernel's, inside the timed call. */
+static void prime_tracer(void) {
+    struct mkb_ctx c;
+    mkb_ctx_init(&c, be, MKB_PREC_COMPUTE, 0);
+    mkb_abs(&c, mkb_tensor_from_f64(&c, MKB_DTYPE_F32, 1, (const int64_t[]){1}, (const double[]){1.0}));
+    be->sync(be);
+    mkb_ctx_release(&c);
+    mkb_error_clear();
+}
+
 /* A draw in two halves, so that timed draws can be verified after their batch instead of between
  * two timed calls (mkb_child_run_candidate says why). draw_call() draws the inputs, makes the
  * timed call and, outside the window, checks what came back for structure and aliasing, copies
@@ -222,17 +234,24 @@ static void draw_release(struct draw *d) {
     d->live = false;
 }
 
-/* Copy what o points at (its whole span) into a new buffer of c and view it with o's strides. */
-static struct mkb_tensor *copy_output(struct mkb_ctx *c, const struct mkb_py_out *o, const char *name) {
+/* Copy what o points at (its whole span) into a new buffer of c, viewed with o's strides, into
+ * *out. Memory the GPU cannot read there is the candidate's fault: *out NULL, msg says why. */
+static enum mkb_status copy_output(struct mkb_ctx *c, const struct mkb_py_out *o, const char *name,
+                                   struct mkb_tensor **out, char *msg, size_t cap) {
+    *out = NULL;
     struct mkb_tensor *raw = mkb_tensor_new(c, MKB_DTYPE_U8, 1, (const int64_t[]){o->span_bytes});
-    if (!raw || mkb_ctx_status(c) != MKB_OK || c->be->sync(c->be) != MKB_OK) return NULL;
-    if (cudaMemcpy(raw->buf->data, o->data, (size_t)o->span_bytes, cudaMemcpyDeviceToDevice) != cudaSuccess) {
-        mkb_error(MKB_ERR_IO, "cannot copy the output '%s': %s", name, cudaGetErrorString(cudaGetLastError()));
-        return NULL;
+    if (!raw || mkb_ctx_status(c) != MKB_OK) return mkb_ctx_status(c) != MKB_OK ? mkb_ctx_status(c) : MKB_ERR_NOMEM;
+    MKB_TRY(c->be->sync(c->be));
+    cudaError_t e = cudaMemcpy(raw->buf->data, o->data, (size_t)o->span_bytes, cudaMemcpyDeviceToDevice);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(msg, cap, "output '%s' cannot be read on the GPU: %s", name, cudaGetErrorString(e));
+        return MKB_OK;
     }
     struct mkb_py_out v = *o;
     v.data = raw->buf->data;
-    return foreign_view(c, &v, name);
+    *out = foreign_view(c, &v, name);
+    return *out ? MKB_OK : mkb_error(MKB_ERR_NOMEM, "out of memory");
 }
 
 /* The call. verify=false (warm-up): nothing is kept. A status other than MKB_OK is the grader's
@@ -279,7 +298,7 @@ static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phas
     cudaEventCreate(&e1);
     cudaDeviceSynchronize();
     /* settles the tracer (the grader's kernels so far) before the window opens */
-    mkb_trace_window_begin();
+    mkb_trace_window_begin(prime_tracer);
     int64_t ev0 = mkb_py_audit_count();
     mkb_py_audit_window(true);
     cudaEventRecord(e0, cudaStreamLegacy);
@@ -324,7 +343,20 @@ static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phas
     for (int k = 0; k < nout; k++) {
         const char *name = p->outputs[k].name;
         if (p->outputs[k].inplace_of >= 0) {
-            d->actual[k] = d->in.t[p->outputs[k].inplace_of];
+            /* the input it overwrites, copied before what was returned (that input, if the
+             * kernel followed the spec) is poisoned */
+            const struct mkb_tensor *t = d->in.t[p->outputs[k].inplace_of];
+            struct mkb_py_out v = {.cuda = true, .known_dtype = true, .dtype = t->dtype, .ndim = t->ndim};
+            int64_t off = mkb_dtype_nbytes(t->dtype, t->offset);
+            v.data = (char *)t->buf->data + off;
+            v.span_bytes = t->buf->nbytes - off;
+            for (int i = 0; i < t->ndim; i++) {
+                v.shape[i] = t->shape[i];
+                v.stride[i] = t->stride[i];
+            }
+            s = copy_output(&d->cin, &v, name, &d->actual[k], msg, sizeof msg);
+            if (s != MKB_OK) goto done;
+            if (!d->actual[k] && !r->mismatch) r->mismatch = mismatch_json(phase, index, name, "structure", NULL, msg);
             continue;
         }
         if (!outs[k].cuda) {
@@ -356,11 +388,9 @@ static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phas
                 if (!r->mismatch) r->mismatch = mismatch_json(phase, index, name, "alias", NULL, msg);
             }
         if (aliased) continue;
-        d->actual[k] = copy_output(&d->cin, &outs[k], name);
-        if (!d->actual[k]) {
-            s = mkb_ctx_status(&d->cin) != MKB_OK ? mkb_ctx_status(&d->cin) : MKB_ERR_IO;
-            goto done;
-        }
+        s = copy_output(&d->cin, &outs[k], name, &d->actual[k], msg, sizeof msg);
+        if (s != MKB_OK) goto done;
+        if (!d->actual[k] && !r->mismatch) r->mismatch = mismatch_json(phase, index, name, "structure", NULL, msg);
     }
     d->checkable = !r->mismatch;
 poison:
@@ -699,8 +729,15 @@ int mkb_child_run_candidate(void) {
     }
     for (int k = 0; k < npend; k++) draw_release(&pend[k]);
     free(pend);
+    bool was_pinned = pinned, gc_was_paused = gc_paused;
     steady_end();
-    json_object_set_new(res, "accounting", account_summary(calls));
+    json_t *acct = account_summary(calls);
+    /* how the timed calls ran: in how many batches they were verified, pinned to a core, with
+     * the garbage collector paused */
+    json_object_set_new(acct, "verify_batches", json_integer(batches));
+    json_object_set_new(acct, "pinned_cpu", json_boolean(was_pinned));
+    json_object_set_new(acct, "gc_paused", json_boolean(gc_was_paused));
+    json_object_set_new(res, "accounting", acct);
     if (error) {
         if (mismatch) json_object_set_new(res, "mismatch", mismatch);
         return send_result(res, error, harness);
@@ -709,8 +746,6 @@ int mkb_child_run_candidate(void) {
     json_object_set_new(wall, "verify", json_real(verify_s));
     json_object_set_new(res, "kernel_ms_samples", doubles(timing, MKB_GRADE_TIMING_DRAWS));
     json_object_set_new(res, "timing_verified", json_integer(verified));
-    json_object_set_new(res, "verify_batches", json_integer(batches));
-    json_object_set_new(res, "pinned_cpu", json_boolean(!mkb_child.diag.no_pin));
     if (mismatch) json_object_set_new(res, "mismatch", mismatch);
     mkb_child_stage("done", 0);
     return send_result(res, NULL, false);
@@ -733,7 +768,7 @@ static enum mkb_status eager_once(uint64_t seed, double *ms, int64_t *kernels) {
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         cudaDeviceSynchronize();
-        mkb_trace_window_begin();
+        mkb_trace_window_begin(prime_tracer);
         mkb_trace_set_grader(true);
         cudaEventRecord(e0, cudaStreamLegacy);
         s = mkb_problem_run(&c, p, &d, &in, out);
