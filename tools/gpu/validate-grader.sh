@@ -186,7 +186,8 @@ for p in sorted(glob.glob(os.path.join(out, "*.json"))):
                   "speedup": v.get("speedup"), "findings": sorted({f["rule"] for f in v.get("findings", [])}),
                   "error": (v.get("error") or {}).get("kind"), "wall_s": v.get("wall_s")}
     # the GPU time of the DSL's kernels in each timed call (CUPTI), to tell host overhead from GPU time
-    calls = [c for c in ((v.get("accounting") or {}).get("calls") or []) if c.get("phase") == "timing"]
+    acc = (v.get("accounting") or {}).get("candidate") or {}
+    calls = [c for c in (acc.get("calls") or []) if c.get("phase") == "timing"]
     if calls:
         rows[name]["dsl_gpu_ms_median"] = statistics.median(c["dsl_kernel_ms"] for c in calls)
 summary = {"grades": rows, "spread": {}, "paper_loop": {}}
