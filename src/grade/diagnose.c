@@ -18,6 +18,8 @@ static const struct {
      "verify each timed draw right after its call instead of in batches after the calls"},
     {"no-pin", offsetof(struct mkb_diagnose, no_pin), "the grading thread may move between cores during timed calls"},
     {"keep-gc", offsetof(struct mkb_diagnose, keep_gc), "Python's garbage collector stays on during timed calls"},
+    {"no-numa", offsetof(struct mkb_diagnose, no_numa),
+     "the child runs on whatever cores it is given, not those of the GPU's NUMA node"},
 };
 
 enum mkb_status mkb_diagnose_parse(const char *list, struct mkb_diagnose *out) {

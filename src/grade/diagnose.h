@@ -17,6 +17,7 @@ struct mkb_diagnose {
     bool verify_each;  /* verify each timed draw right after its call, not in batches after them */
     bool no_pin;       /* the grading thread may move between cores during the timed calls */
     bool keep_gc;      /* Python's garbage collector stays on during the timed calls */
+    bool no_numa;      /* the process runs on whatever cores it is given, not the GPU's NUMA node's */
 };
 
 /* Parse a comma-separated list of the names --diagnose help prints into *out (zeroed first);

@@ -145,7 +145,10 @@ json_t *mkb_verdict_assemble(const struct mkb_verdict_facts *f) {
     json_object_set_new(v, "error", error ? error : json_null());
     json_object_set_new(v, "seeds", copy_or_null(f->seeds));
     json_object_set_new(v, "wall_s", wall);
-    json_object_set_new(v, "environment", copy_or_null(c ? json_object_get(c, "environment") : NULL));
+    json_t *env = copy_or_null(c ? json_object_get(c, "environment") : NULL);
+    json_t *bplace = b ? json_object_get(json_object_get(b, "environment"), "placement") : NULL;
+    if (json_is_object(env) && json_is_object(bplace)) json_object_set_new(env, "baseline_placement", json_deep_copy(bplace));
+    json_object_set_new(v, "environment", env);
     json_object_set_new(v, "authenticated", json_boolean(c != NULL));
     return v;
 }

@@ -12,6 +12,9 @@
 #                 with and without an audit hook): what embedding alone costs
 #   7. paper      the same solution under tools/gpu/paper_loop.py (the paper's loop in plain
 #                 Python): the grader's overhead against it
+#   8. placement  the host's NUMA layout (topology.txt); then, MKB_PLACEMENT_N rounds: the paper's
+#                 loop pinned to the GPU's cores and to the other cores, and the grader placed
+#                 next to the GPU (the default) and not (--diagnose no-numa)
 # Everything lands in OUTDIR: one verdict JSON per grade, log.txt, summary.json, and a table at
 # the end of the output.
 #
@@ -75,6 +78,11 @@ fmt = lambda x: "-" if x is None else f"{x:.4f}"
 print(f"{name:40s} rc={rc} passed={v.get('passed')} correct={v['draws']['correctness']['passed']}/5 "
       f"verified={v['draws']['timing']['verified']}/50 kernel_ms={fmt(k)} eager_ms={fmt(ea)} speedup={fmt(sp)} "
       f"wall={float(t1) - float(t0):.1f}s findings={f} {e}")
+acc = (v.get("accounting") or {}).get("candidate") or {}
+pl = (v.get("environment") or {}).get("placement") or {}
+if acc.get("host_ms_median") is not None or pl:
+    print(f"    host_ms_median={acc.get('host_ms_median')} gpu_ms={v.get('gpu_ms')} timed_cpu={acc.get('timed_cpu')} "
+          f"placement={pl.get('cpus')} node={pl.get('gpu_numa_node')} applied={pl.get('applied')} {pl.get('note') or ''}")
 if err.get("kind") in ("crash", "harness", "timeout") or err.get("kind") == "exception" and v["imported"]:
     print("    " + (err.get("output_tail") or err.get("traceback") or "")[-1500:].replace("\n", "\n    "))
 PY
@@ -166,6 +174,57 @@ except Exception:
             done
         done
         ;;
+    placement)
+        # is where the process runs what makes kernel_ms differ from grade to grade?
+        {
+            echo "nproc $(nproc); cgroup cpuset $(cat /sys/fs/cgroup/cpuset.cpus.effective 2>/dev/null)"
+            lscpu | grep -iE 'numa|socket|model name|^cpu\(s\)|mhz'
+            for d in /sys/bus/pci/devices/*; do
+                if [[ $(cat "$d/vendor") == 0x10de && $(cat "$d/class") == 0x03* ]]; then
+                    echo "GPU $(basename "$d"): numa_node $(cat "$d/numa_node") local_cpulist $(cat "$d/local_cpulist")"
+                fi
+            done
+            echo "governors: $(cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
+            nvidia-smi topo -m
+        } >"$out/topology.txt" 2>&1
+        tee -a "$log" <"$out/topology.txt"
+        # the allowed cores next to the first GPU, and the others
+        read -r near far < <(python3 - <<'PY'
+import glob, os
+allowed = os.sched_getaffinity(0)
+def parse(t):
+    s = set()
+    for part in t.strip().split(","):
+        if part:
+            a, _, b = part.partition("-")
+            s.update(range(int(a), int(b or a) + 1))
+    return s
+local = set()
+for d in sorted(glob.glob("/sys/bus/pci/devices/*")):
+    if open(d + "/vendor").read().strip() == "0x10de" and open(d + "/class").read().startswith("0x03"):
+        local = parse(open(d + "/local_cpulist").read())
+        break
+fmt = lambda s: ",".join(map(str, sorted(s))) or "-"
+print(fmt(allowed & local), fmt(allowed - local))
+PY
+)
+        say "cores next to the GPU: $near; the others: $far"
+        for i in $(seq "${MKB_PLACEMENT_N:-3}"); do
+            for k in $timing_kernels; do
+                kernel_info "$k"
+                for where in near far; do
+                    cores=${!where}
+                    [[ $cores == - ]] && continue
+                    if [[ $(left) -le 0 ]]; then say "SKIP paper loop: past the deadline"; break; fi
+                    taskset -c "$cores" "$PY" "$root/tools/gpu/paper_loop.py" --problem "$p" --kernel "$k" \
+                        ${MKB_SITE:+--site "$MKB_SITE"} >"$out/paper_loop-$where-$label-$i.json" 2>>"$log"
+                    say "paper loop $label on the $where cores ($i): kernel_ms $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["kernel_ms"])' "$out/paper_loop-$where-$label-$i.json" 2>&1 | tail -1)"
+                done
+                grade "placement-$label-numa-$i" "$p" "$dsl" "$k" --no-baseline "${gargs[@]}"
+                grade "placement-$label-nonuma-$i" "$p" "$dsl" "$k" --no-baseline --diagnose no-numa "${gargs[@]}"
+            done
+        done
+        ;;
     *) say "unknown step $step" ;;
     esac
 done
@@ -191,7 +250,7 @@ for p in sorted(glob.glob(os.path.join(out, "*.json"))):
     if calls:
         rows[name]["dsl_gpu_ms_median"] = statistics.median(c["dsl_kernel_ms"] for c in calls)
 summary = {"grades": rows, "spread": {}, "paper_loop": {}}
-groups = sorted({re.sub(r"-[0-9]+$", "", n) for n in rows if n.startswith("spread-")})
+groups = sorted({re.sub(r"-[0-9]+$", "", n) for n in rows if n.startswith(("spread-", "placement-"))})
 for g in groups:
     ks = [rows[n]["kernel_ms"] for n in rows if re.sub(r"-[0-9]+$", "", n) == g and rows[n]["kernel_ms"]]
     gpu = [rows[n].get("dsl_gpu_ms_median") for n in rows if re.sub(r"-[0-9]+$", "", n) == g and rows[n]["kernel_ms"]]

@@ -32,6 +32,7 @@
 #define MKB_CHILD_NO_PYTHON_TYPES
 #include "backend/cuda/gpu.h"
 #include "grade/child/child.h"
+#include "grade/placement.h"
 #include "grade/rule.h"
 #include "grade/verdict.h"
 #include "tensor/backend.h"
@@ -563,11 +564,33 @@ static bool room_for_another(const struct draw *pend, int npend, size_t verify_p
     return free_b > reserve + 2 * (size_t)per;
 }
 
+/* The process's cores and memory: those next to the GPU (grade/placement.h), before the
+ * interpreter starts, so that Python's heap is allocated there too. Recorded in the verdict's
+ * environment either way. */
+static void place_near_gpu(json_t *env) {
+    struct mkb_placement pl;
+    char bus[64] = "", note[200] = "";
+    int dev = 0;
+    cpu_set_t allowed;
+    bool applied = false;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) CPU_ZERO(&allowed);
+    mkb_trace_set_grader(true);
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof bus, dev) != cudaSuccess) bus[0] = 0;
+    mkb_trace_set_grader(false);
+    mkb_placement_decide("/sys", bus, &allowed, &pl);
+    if (mkb_child.diag.no_numa) snprintf(note, sizeof note, "not applied: --diagnose no-numa");
+    else applied = mkb_placement_apply(&pl, note, sizeof note);
+    json_t *j = mkb_placement_json(&pl, applied, note);
+    if (bus[0]) json_object_set_new(j, "gpu_pci_bus_id", json_string(bus));
+    json_object_set_new(env, "placement", j);
+}
+
 /* The grader's CPU during timed calls: the calling thread stays on the core it is on (a
  * migration between calls starts solve() on cold caches), and the garbage collector waits (a
  * collection inside a call is the grader's noise, not the kernel's time). Both are undone after. */
 static cpu_set_t saved_affinity;
 static bool pinned, gc_paused;
+static int timed_cpu = -1;
 
 static void steady_begin(void) {
     if (!mkb_child.diag.no_pin && pthread_getaffinity_np(pthread_self(), sizeof saved_affinity, &saved_affinity) == 0) {
@@ -576,6 +599,7 @@ static void steady_begin(void) {
         CPU_ZERO(&one);
         if (cpu >= 0) CPU_SET(cpu, &one);
         pinned = cpu >= 0 && pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+        if (pinned) timed_cpu = cpu;
     }
     if (!mkb_child.diag.keep_gc) gc_paused = mkb_py_gc_pause(true);
 }
@@ -598,6 +622,7 @@ int mkb_child_run_candidate(void) {
     mkb_child_stage("start", 0);
     if (full && !mkb_child.diag.no_trace && mkb_trace_start() != MKB_OK)
         return send_result(res, harness_error("start", mkb_trace_problem()), true);
+    if (full) place_near_gpu(env_json);
     if (mkb_py_start() != MKB_OK) return send_result(res, harness_error("start", mkb_error_message()), true);
     w[0] = mkb_child_now() - t;
     t = mkb_child_now();
@@ -736,6 +761,7 @@ int mkb_child_run_candidate(void) {
      * the garbage collector paused */
     json_object_set_new(acct, "verify_batches", json_integer(batches));
     json_object_set_new(acct, "pinned_cpu", json_boolean(was_pinned));
+    if (was_pinned) json_object_set_new(acct, "timed_cpu", json_integer(timed_cpu));
     json_object_set_new(acct, "gc_paused", json_boolean(gc_was_paused));
     json_object_set_new(res, "accounting", acct);
     if (error) {
@@ -816,6 +842,8 @@ int mkb_child_run_baseline(void) {
     json_t *res = json_object();
     mkb_child_stage("baseline", 0);
     if (mkb_trace_start() != MKB_OK) json_object_set_new(res, "trace", json_string(mkb_trace_problem()));
+    env_json = json_object();
+    place_near_gpu(env_json);
     mkb_trace_set_grader(true);
     be = mkb_backend_cuda();
     if (!be) return send_result(res, harness_error("baseline", mkb_error_message()), true);
