@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/cuda/gpu.h"
 #include "cli/cli.h"
@@ -20,11 +21,12 @@
 #include "dsl/dsl.h"
 #include "grade/cupti.h"
 #include "grade/parent.h"
+#include "grade/placement.h"
 #include "protocol/proc.h"
 #include "protocol/sandbox.h"
 
 static const char *const doctor_usage =
-    "usage: mkb doctor [--json] [--refresh] [--no-calibrate] [--strict]\n"
+    "usage: mkb doctor [--json] [--refresh] [--no-calibrate] [--strict] [--python PY] [--site DIR]...\n"
     "\n"
     "Report what this machine has for mkb: the GPU (name, compute capability, memory, driver, CUDA\n"
     "runtime and cuBLAS versions), the measured ceilings of the speed-of-light bound (device-to-\n"
@@ -32,12 +34,16 @@ static const char *const doctor_usage =
     "the programs mkb runs (python3, bwrap), what grading needs (the grader child, CUPTI, a\n"
     "sandbox bubblewrap can make) and, for each DSL, whether its package is installed for the\n"
     "Python it is graded with. The ceilings are measured once per device (a few seconds of GPU\n"
-    "time) and cached in $MKB_CACHE_DIR, $XDG_CACHE_HOME/mkb or ~/.cache/mkb.\n"
+    "time) and cached in $MKB_CACHE_DIR, $XDG_CACHE_HOME/mkb or ~/.cache/mkb. It also says where a\n"
+    "grade runs on this host: the GPU's NUMA node and the cores next to it that mkb may use.\n"
     "\n"
     "options:\n"
     "  --refresh         measure the ceilings again even when they are cached\n"
     "  --no-calibrate    do not measure or read the ceilings\n"
     "  --strict          exit 1 when anything above is missing\n"
+    "  --python PY       look for the DSLs with this interpreter (as mkb grade --python)\n"
+    "  --site DIR        also look in DIR (wheels unpacked with pip --target; as mkb grade\n"
+    "                    --site); repeatable\n"
     "  --json            machine-readable report on stdout\n"
     "  -h, --help        this help\n";
 
@@ -94,9 +100,11 @@ struct dsl_status {
     char why[PATH_MAX + 512];
 };
 
-static void check_dsl(const struct mkb_dsl *d, struct dsl_status *st) {
+static void check_dsl(const struct mkb_dsl *d, const char *python, const char *const *sites, int nsites,
+                      struct dsl_status *st) {
     memset(st, 0, sizeof *st);
-    if (mkb_grade_default_python(d->name, st->python, sizeof st->python) != MKB_OK) {
+    if (python) snprintf(st->python, sizeof st->python, "%s", python);
+    else if (mkb_grade_default_python(d->name, st->python, sizeof st->python) != MKB_OK) {
         snprintf(st->why, sizeof st->why, "%s", mkb_error_message());
         mkb_error_clear();
         return;
@@ -104,10 +112,13 @@ static void check_dsl(const struct mkb_dsl *d, struct dsl_status *st) {
     char root[128];
     snprintf(root, sizeof root, "%s", d->modules);
     root[strcspn(root, " ")] = '\0';
-    const char *code = "import importlib.metadata as m, importlib.util as u, sys\n"
+    const char *code = "import importlib.metadata as m, importlib.util as u, site, sys\n"
+                       "for d in sys.argv[3:]:\n"
+                       "    site.addsitedir(d)\n"
                        "spec = u.find_spec(sys.argv[1])\n"
                        "print(m.version(sys.argv[2]) if spec else '')\n";
-    const char *argv[] = {st->python, "-c", code, root, d->package, NULL};
+    const char *argv[8 + 8] = {st->python, "-c", code, root, d->package};
+    for (int i = 0; i < nsites && i < 8; i++) argv[5 + i] = sites[i];
     struct mkb_proc_spec ps = {.argv = argv, .deadline = mkb_proc_now() + 60, .capture_max = 4096};
     struct mkb_proc_result r;
     if (mkb_proc_run(&ps, &r) != MKB_OK) {
@@ -119,8 +130,8 @@ static void check_dsl(const struct mkb_dsl *d, struct dsl_status *st) {
         snprintf(st->version, sizeof st->version, "%s", r.out);
         st->version[strcspn(st->version, "\r\n")] = '\0';
     } else {
-        snprintf(st->why, sizeof st->why, "%s is not installed for %s ('mkb env create --dsl %s' makes its environment)",
-                 d->package, st->python, d->name);
+        snprintf(st->why, sizeof st->why, "%s is not installed for %s%s ('mkb env create --dsl %s' makes its environment)",
+                 d->package, st->python, nsites ? " with the --site directories" : "", d->name);
     }
     mkb_proc_result_release(&r);
 }
@@ -129,6 +140,7 @@ int cmd_doctor(int argc, char **argv) {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},         {"refresh", no_argument, NULL, 'r'},
         {"no-calibrate", no_argument, NULL, 'n'}, {"strict", no_argument, NULL, 's'},
+        {"python", required_argument, NULL, 'y'}, {"site", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},         {0, 0, 0, 0},
     };
     if (mkb_cli_wants_help(argc, argv)) {
@@ -136,6 +148,9 @@ int cmd_doctor(int argc, char **argv) {
         return 0;
     }
     bool json = false, refresh = false, calibrate = true, strict = false;
+    const char *python = NULL, *sites[8];
+    int nsites = 0;
+    struct stat sb;
     int ch;
     optind = 1;
     opterr = 0;
@@ -145,6 +160,14 @@ int cmd_doctor(int argc, char **argv) {
         case 'r': refresh = true; break;
         case 'n': calibrate = false; break;
         case 's': strict = true; break;
+        case 'y': python = optarg; break;
+        case 'S':
+            if (nsites >= 8) return mkb_cli_usage("doctor", "at most 8 --site directories");
+            if (stat(optarg, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                return mkb_cli_usage("doctor", "--site '%s' is not a directory", optarg);
+            sites[nsites++] = optarg;
+            break;
+        case ':': return mkb_cli_usage("doctor", "option '%s' needs a value", argv[optind - 1]);
         case 'h': fputs(doctor_usage, stdout); return 0;
         default: return mkb_cli_usage("doctor", "unknown option '%s'", argv[optind - 1]);
         }
@@ -161,6 +184,13 @@ int cmd_doctor(int argc, char **argv) {
         missing = true;
         if (s != MKB_ERR_UNSUPPORTED) return mkb_cli_fail("doctor", s);
     }
+    /* where a grade would run: the GPU's NUMA node and its cores among those allowed */
+    struct mkb_placement pl;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) CPU_ZERO(&allowed);
+    if (s == MKB_OK) mkb_placement_decide("/sys", info.pci_bus_id, &allowed, &pl);
+    char place_cpus[256] = "";
+    if (s == MKB_OK) mkb_cpulist_format(&pl.cpus, place_cpus, sizeof place_cpus);
     struct mkb_gpu_calibration cal;
     bool have_cal = false, cached = false;
     if (s == MKB_OK && calibrate) {
@@ -182,7 +212,7 @@ int cmd_doctor(int argc, char **argv) {
     struct dsl_status dst[8];
     int ndsl = (int)(mkb_dsl_count < 8 ? mkb_dsl_count : 8);
     for (int i = 0; i < ndsl; i++) {
-        check_dsl(&mkb_dsls[i], &dst[i]);
+        check_dsl(&mkb_dsls[i], python, sites, nsites, &dst[i]);
         if (!dst[i].version[0]) missing = true;
     }
 
@@ -201,6 +231,8 @@ int cmd_doctor(int argc, char **argv) {
             char cc[16];
             snprintf(cc, sizeof cc, "%d.%d", info.cc_major, info.cc_minor);
             json_object_set_new(json_object_get(root, "gpu"), "compute_capability", json_string(cc));
+            json_object_set_new(json_object_get(root, "gpu"), "pci_bus_id", json_string(info.pci_bus_id));
+            json_object_set_new(root, "placement", mkb_placement_json(&pl, pl.ncpus > 0, NULL));
         } else {
             json_object_set_new(root, "gpu", json_null());
             json_object_set_new(root, "gpu_missing", json_string(gpu_why));
@@ -249,6 +281,14 @@ int cmd_doctor(int argc, char **argv) {
                    info.runtime_version % 1000 / 10, info.cublas_version);
             printf("  clocks        SM %d MHz, memory %d MHz, %d-bit bus\n", info.clock_khz / 1000,
                    info.mem_clock_khz / 1000, info.mem_bus_bits);
+            if (pl.ncpus > 0 && pl.restricts)
+                printf("  placement     grades run on cores %s, NUMA node %d next to the GPU (%d of the %d cores this process may use)\n",
+                       place_cpus, pl.node, pl.ncpus, pl.nallowed);
+            else if (pl.ncpus > 0)
+                printf("  placement     grades run on cores %s: all %d this process may use are on the GPU's NUMA node %d\n",
+                       place_cpus, pl.nallowed, pl.node);
+            else
+                printf("  placement     grades run where the system puts them: %s\n", pl.why);
         }
         if (have_cal) {
             printf("ceilings (%s, measured %s)\n", cached ? "cached" : "measured now", cal.measured_at);

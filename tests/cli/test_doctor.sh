@@ -58,6 +58,25 @@ grep -q "cutedsl       nvidia-cutlass-dsl 9.9.9 with $T/python" "$T/out" || fail
 grep -q "tirx          missing: apache-tvm is not installed" "$T/out" || fail "text: $(cat "$T/out")"
 ok "an installed DSL is found with its version, a missing one says how to get it"
 
+# the same package reached through --site (wheels unpacked with pip --target), with --python
+"$MKB" doctor --no-calibrate --json --python "$PY" --site "$site" >"$T/j" 2>"$T/err" || fail "doctor --site: $(cat "$T/err")"
+"$PY" - "$T/j" "$PY" <<'PY' || fail "doctor --site: $(cat "$T/j")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c, t = d["dsls"]["cutedsl"], d["dsls"]["tirx"]
+assert c["version"] == "9.9.9" and c["python"] == sys.argv[2], c
+assert "with the --site directories" in t["missing"], t
+PY
+set +e
+"$MKB" doctor --no-calibrate --site "$T/nowhere" >/dev/null 2>"$T/usage"
+rc=$?
+"$MKB" doctor --no-calibrate --python >/dev/null 2>"$T/usage2"
+rc2=$?
+set -e
+[[ $rc == 2 ]] && grep -q "site '$T/nowhere' is not a directory" "$T/usage" || fail "bad --site: exit $rc $(cat "$T/usage")"
+[[ $rc2 == 2 ]] && grep -q "needs a value" "$T/usage2" || fail "bare --python: exit $rc2 $(cat "$T/usage2")"
+ok "--site and --python find a DSL as mkb grade would; a missing directory is a usage error"
+
 # without the grader child next to it, doctor says so
 mkdir -p "$T/bin"
 cp "$MKB" "$T/bin/mkb"

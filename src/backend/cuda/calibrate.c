@@ -36,6 +36,10 @@ enum mkb_status mkb_gpu_info_get(struct mkb_gpu_info *out) {
     MKB_CUDA_CHECK(cudaDeviceGetAttribute(&out->clock_khz, cudaDevAttrClockRate, st->device));
     MKB_CUDA_CHECK(cudaDeviceGetAttribute(&out->mem_clock_khz, cudaDevAttrMemoryClockRate, st->device));
     MKB_CUDA_CHECK(cudaDeviceGetAttribute(&out->mem_bus_bits, cudaDevAttrGlobalMemoryBusWidth, st->device));
+    if (cudaDeviceGetPCIBusId(out->pci_bus_id, sizeof out->pci_bus_id, st->device) != cudaSuccess) {
+        out->pci_bus_id[0] = '\0';
+        cudaGetLastError();
+    }
     return MKB_OK;
 }
 

@@ -26,6 +26,7 @@ struct mkb_gpu_info {
     int runtime_version; /* cudart version this mkb runs with */
     int cublas_version;
     int clock_khz, mem_clock_khz, mem_bus_bits;
+    char pci_bus_id[32]; /* "0000:19:00.0"; empty when the runtime does not say */
 };
 
 struct mkb_gpu_calibration {
