@@ -15,6 +15,8 @@
 #                                              call's carry list
 #
 # Send the calls back to back: /tmp survives only while the machine stays warm (about 30 s idle).
+# Send the first call alone and the rest only once it has answered: when no machine can be
+# started, every call sent with it is refused too, and each refusal costs device time.
 # Only the DSLs' own distributions are staged; torch, numpy, cuda-bindings, ml_dtypes, protobuf
 # and typing_extensions are expected on the host (mkb env check lists what is missing there).
 # wheels/ and .stage/ are git-ignored; nothing here is committed.
