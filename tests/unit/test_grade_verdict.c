@@ -129,15 +129,33 @@ Test(verdict, gpu_time_from_the_accounting) {
         json_array_append_new(calls, json_pack("{s:s, s:f, s:f}", "phase", "timing", "dsl_kernel_ms", 0.1 + 0.001 * i,
                                                "other_kernel_ms", 0.01));
     json_object_set_new(c, "accounting", json_pack("{s:o, s:f}", "calls", calls, "host_ms_median", 0.25));
+    /* the eager baseline's kernels: 0.5 .. 0.549 ms, median 0.5245 */
+    json_object_set_new(b, "eager_gpu_ms_samples", samples(50, 0.5));
     json_t *v = assemble(c, b, NULL, NULL, false);
+    cr_assert(json_is_true(json_object_get(v, "passed")));
     cr_assert_float_eq(json_real_value(json_object_get(v, "gpu_ms")), 0.1345, 1e-12);
+    cr_assert_float_eq(json_real_value(json_object_get(v, "eager_gpu_ms")), 0.5245, 1e-12);
+    cr_assert_float_eq(json_real_value(json_object_get(v, "gpu_speedup")), 0.5245 / 0.1345, 1e-12);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     mkb_verdict_render(v, f);
     fclose(f);
     cr_assert(strstr(text, "GPU time:    0.1345 ms median per call") && strstr(text, "held the host 0.2500 ms"), "%s", text);
+    cr_assert(strstr(text, "(GPU time alone: 3.900x, eager's kernels 0.5245 ms)"), "%s", text);
     free(text);
+    json_decref(v);
+    /* a kernel that did not pass has no GPU-time speedup either */
+    json_object_set_new(c, "timing_verified", json_integer(49));
+    v = assemble(c, b, NULL, NULL, false);
+    cr_assert(json_is_null(json_object_get(v, "gpu_speedup")));
+    cr_assert_float_eq(json_real_value(json_object_get(v, "eager_gpu_ms")), 0.5245, 1e-12);
+    json_decref(v);
+    json_object_set_new(c, "timing_verified", json_integer(50));
+    /* an untraced baseline: no eager GPU time, no GPU-time speedup */
+    json_object_del(b, "eager_gpu_ms_samples");
+    v = assemble(c, b, NULL, NULL, false);
+    cr_assert(json_is_null(json_object_get(v, "eager_gpu_ms")) && json_is_null(json_object_get(v, "gpu_speedup")));
     json_decref(v);
     /* no tracing: every kernel time is 0, and there is no GPU time to report */
     json_t *zero = json_array();
