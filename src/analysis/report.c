@@ -559,6 +559,11 @@ static void build(struct doc *d, json_t *res, const struct mkb_report_opts *o) {
             "cell-replicate is unresolved.",
          B > 0 ? fmt(d, "B = %lld resamples of problems, paired, seed %lld", B, mkb_json_path_int(res, "settings/bootstrap/seed"))
                : "bootstrap turned off");
+    const char *timing = mkb_json_path_str(res, "settings/speedup_timing");
+    if (timing && !strcmp(timing, "gpu"))
+        para(d, "**Speedups are GPU time alone** (`--timing gpu`): eager_gpu_ms / gpu_ms, the kernels' time measured "
+                "by CUPTI without the host's work in solve(). The paper's figure is end to end (eager_ms / kernel_ms); "
+                "launch-bound kernels gain on this one.");
     if (json_is_true(mkb_json_path(res, "partial")))
         para(d, "**PARTIAL REPORT**: some trials are missing, in flight or ended in error; see each model's "
                 "'Unresolved' table.");

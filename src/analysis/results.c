@@ -34,6 +34,9 @@ static const char *const legend[][2] = {
                "continuity correction)"},
     {"clip", "the interval [lo, hi] speedups are clipped to before a ratio is taken (1/16 to 16)"},
     {"failed_value", "the value given to an attempt that did not pass (1/16)"},
+    {"speedup_timing", "which speedup every figure uses: 'paper' (eager_ms / kernel_ms, end to end with the host's "
+                       "work in solve(), as the paper times it) or 'gpu' (eager_gpu_ms / gpu_ms, the kernels' GPU time "
+                       "alone, from CUPTI; mkb report --timing gpu)"},
     {"thresholds", "the speedup thresholds t of the ladder R@t"},
     {"tiers", "tiers of an attempt, lowest first: failed, then passed with speedup in [0,0.5), [0.5,1), [1,2), "
               "[2,4), >=4"},
@@ -172,16 +175,18 @@ void mkb_results_opts_default(struct mkb_results_opts *o) {
     o->boot.resamples = 2000;
     o->boot.seed = 1;
     o->boot.level = 0.95;
+    o->timing = "paper";
 }
 
 static json_t *settings_json(const struct mkb_results_opts *o) {
     json_t *th = json_array(), *tiers = json_array();
     for (int t = 0; t < MKB_N_THRESHOLDS; t++) json_array_append_new(th, json_real(mkb_thresholds[t]));
     for (int t = 0; t < MKB_N_TIERS; t++) json_array_append_new(tiers, json_string(mkb_tier_names[t]));
-    return json_pack("{s:{s:I,s:I,s:f,s:s,s:s},s:{s:f,s:f},s:f,s:o,s:o,s:s}", "bootstrap", "resamples",
+    return json_pack("{s:{s:I,s:I,s:f,s:s,s:s},s:{s:f,s:f},s:f,s:o,s:o,s:s,s:s}", "bootstrap", "resamples",
                      (json_int_t)o->boot.resamples, "seed", (json_int_t)o->boot.seed, "level", o->boot.level, "unit",
                      "problem", "method", "percentile", "clip", "lo", MKB_CLIP_LO, "hi", MKB_CLIP_HI, "failed_value",
-                     MKB_CLIP_LO, "thresholds", th, "tiers", tiers, "rate_interval", "wilson");
+                     MKB_CLIP_LO, "thresholds", th, "tiers", tiers, "rate_interval", "wilson", "speedup_timing",
+                     o->timing ? o->timing : "paper");
 }
 
 /* ---- one store ---- */

@@ -19,6 +19,8 @@
 
 struct mkb_results_opts {
     struct mkb_bootstrap boot; /* resamples (default 2000), seed (default 1), level (0.95) */
+    const char *timing;        /* which speedup the trials carry: "paper" (end to end, the default) or
+                                  "gpu" (the kernels' GPU time; mkb_store_use_gpu_speedup) */
 };
 
 void mkb_results_opts_default(struct mkb_results_opts *o);

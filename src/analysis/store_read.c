@@ -165,6 +165,7 @@ static enum mkb_status read_verdict(const struct ctx *c, json_t *v, struct mkb_t
     MKB_TRY(get_number(c, v, "kernel_ms", "verdict.kernel_ms", 0, 0, 1, &t->kernel_ms));
     MKB_TRY(get_number(c, v, "eager_ms", "verdict.eager_ms", 0, 0, 1, &t->eager_ms));
     MKB_TRY(get_number(c, v, "sol_fraction", "verdict.sol_fraction", 0, 0, 1, &t->sol_fraction));
+    MKB_TRY(get_number(c, v, "gpu_speedup", "verdict.gpu_speedup", 0, 1, 1, &t->gpu_speedup));
     if (t->passed && t->correct == 0) return bad_field(c, "verdict.passed", "is true while verdict.correct is false");
     if (t->passed && t->imported == 0) return bad_field(c, "verdict.passed", "is true while verdict.imported is false");
     return MKB_OK;
@@ -231,7 +232,7 @@ static enum mkb_status read_record(struct mkb_arena *arena, const char *path, co
     MKB_TRY(get_string(&c, r, "error", "error", 1, &t->error));
     MKB_TRY(get_string(&c, r, "skip", "skip", 1, &t->skip));
     t->passed = t->imported = t->correct = -1;
-    t->speedup = t->kernel_ms = t->eager_ms = t->sol_fraction = NAN;
+    t->speedup = t->kernel_ms = t->eager_ms = t->sol_fraction = t->gpu_speedup = NAN;
     if (has_v) {
         t->state = MKB_TRIAL_VERDICT;
         MKB_TRY(read_verdict(&c, v, t));
@@ -371,7 +372,7 @@ static enum mkb_status read_problem(struct mkb_store *s, const char *problems_di
             }
             t->dsl = mkb_arena_strdup(&s->arena, t->arm_info.dsl);
             t->passed = t->imported = t->correct = -1;
-            t->speedup = t->kernel_ms = t->eager_ms = t->sol_fraction = t->cost_usd = t->agent_s = NAN;
+            t->speedup = t->kernel_ms = t->eager_ms = t->sol_fraction = t->gpu_speedup = t->cost_usd = t->agent_s = NAN;
             t->tokens_in = t->tokens_out = t->tokens_cached = -1;
             char *end;
             long long name_id = strtoll(pname, &end, 10);
@@ -531,4 +532,18 @@ enum mkb_status mkb_store_read_submissions(const struct mkb_trial *t, mkb_submis
     }
     free(data);
     return st;
+}
+
+enum mkb_status mkb_store_use_gpu_speedup(struct mkb_store *s) {
+    for (int64_t i = 0; i < s->n_trials; i++) {
+        const struct mkb_trial *t = &s->trials[i];
+        if (t->state == MKB_TRIAL_VERDICT && t->passed == 1 && !isfinite(t->gpu_speedup))
+            return mkb_error(MKB_ERR_INVALID,
+                             "%s: the verdict has no gpu_speedup (graded before mkb recorded the kernels' GPU time, or "
+                             "without CUPTI); --timing gpu needs it for every passed trial",
+                             t->dir);
+    }
+    for (int64_t i = 0; i < s->n_trials; i++)
+        if (s->trials[i].state == MKB_TRIAL_VERDICT && s->trials[i].passed == 1) s->trials[i].speedup = s->trials[i].gpu_speedup;
+    return MKB_OK;
 }

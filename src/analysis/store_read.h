@@ -61,6 +61,7 @@ struct mkb_trial {
     /* the verdict (state VERDICT); -1 / NaN where the verdict does not say */
     int passed, imported, correct;
     double speedup, kernel_ms, eager_ms, sol_fraction;
+    double gpu_speedup; /* the kernels' GPU time alone (verdict.gpu_speedup); NaN when not recorded */
     /* usage (any state but MISSING); has_usage 0 when the record carries none */
     int has_usage;
     int64_t tokens_in, tokens_out, tokens_cached; /* -1 when unknown */
@@ -80,6 +81,11 @@ struct mkb_store {
 
 enum mkb_status mkb_store_read(const char *dir, struct mkb_store *s);
 void mkb_store_release(struct mkb_store *s);
+
+/* Score every passed trial on the GPU-time speedup (verdict.gpu_speedup) instead of the paper's
+ * end-to-end one: speedup takes gpu_speedup's value. A passed trial without it (graded before
+ * verdicts carried it, or without CUPTI) is MKB_ERR_INVALID naming the trial; nothing changes. */
+enum mkb_status mkb_store_use_gpu_speedup(struct mkb_store *s);
 
 /* The trial at (problem id, replicate, arm), or NULL. */
 const struct mkb_trial *mkb_store_find(const struct mkb_store *s, int64_t problem_id, int64_t replicate,

@@ -23,7 +23,7 @@
 static const char *const usage =
     "usage: mkb report STORE... [--format md|tex|json|html] [--json] [--out DIR]\n"
     "                  [--by direction|family] [--sqlite FILE] [--bootstrap N] [--seed N]\n"
-    "                  [--no-figures]\n"
+    "                  [--no-figures] [--timing paper|gpu]\n"
     "\n"
     "Turn result stores (results/<model-slug>/, one per model) into the benchmark's numbers: per\n"
     "store the ladders R@t and S of base and skill with lift, coverage, help rate T, harm rate H,\n"
@@ -43,13 +43,17 @@ static const char *const usage =
     "  --bootstrap N     bootstrap resamples (default 2000; 0 turns bootstrap intervals off)\n"
     "  --seed N          bootstrap seed (default 1); the same seed gives the same intervals\n"
     "  --no-figures      with --out, write no figures (no gnuplot needed)\n"
+    "  --timing T        the speedup every figure uses: paper (the default: eager_ms / kernel_ms,\n"
+    "                    end to end as the paper times it) or gpu (eager_gpu_ms / gpu_ms: the\n"
+    "                    kernels' GPU time alone, steadier for launch-bound kernels; every passed\n"
+    "                    trial's verdict must carry it)\n"
     "  -h, --help        this help\n"
     "\n"
     "A store with trials missing, in flight or in error gives a report marked PARTIAL over the\n"
     "cell-replicates that resolve; a malformed store is an error (exit 2) naming the file.\n"
     "The store format and every metric are defined in docs/store-format.md and docs/report.md.\n";
 
-enum { OPT_FORMAT = 256, OPT_JSON, OPT_OUT, OPT_BY, OPT_SQLITE, OPT_BOOT, OPT_SEED, OPT_NOFIG };
+enum { OPT_FORMAT = 256, OPT_JSON, OPT_OUT, OPT_BY, OPT_SQLITE, OPT_BOOT, OPT_SEED, OPT_NOFIG, OPT_TIMING };
 
 static int parse_u64(const char *s, unsigned long long max, unsigned long long *out) {
     char *end;
@@ -108,6 +112,7 @@ int cmd_report(int argc, char **argv) {
         {"out", required_argument, 0, OPT_OUT},       {"by", required_argument, 0, OPT_BY},
         {"sqlite", required_argument, 0, OPT_SQLITE}, {"bootstrap", required_argument, 0, OPT_BOOT},
         {"seed", required_argument, 0, OPT_SEED},     {"no-figures", no_argument, 0, OPT_NOFIG},
+        {"timing", required_argument, 0, OPT_TIMING},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
     };
     if (mkb_cli_wants_help(argc, argv)) {
@@ -148,6 +153,11 @@ int cmd_report(int argc, char **argv) {
             rs.boot.seed = (uint64_t)v;
             break;
         case OPT_NOFIG: figures = 0; break;
+        case OPT_TIMING:
+            if (strcmp(optarg, "paper") && strcmp(optarg, "gpu"))
+                return mkb_cli_usage("report", "--timing takes paper or gpu, not '%s'", optarg);
+            rs.timing = !strcmp(optarg, "gpu") ? "gpu" : "paper";
+            break;
         default:
             return mkb_cli_usage("report", "unknown option '%s'", optind > 1 ? argv[optind - 1] : "?");
         }
@@ -166,6 +176,13 @@ int cmd_report(int argc, char **argv) {
     for (; loaded < n && st == MKB_OK; loaded++) {
         st = mkb_store_read(argv[optind + loaded], &stores[loaded]);
         if (st != MKB_OK) break;
+        if (!strcmp(rs.timing, "gpu")) {
+            st = mkb_store_use_gpu_speedup(&stores[loaded]);
+            if (st != MKB_OK) {
+                loaded++; /* read: release it below */
+                break;
+            }
+        }
     }
     json_t *res = NULL;
     if (st == MKB_OK) st = mkb_results_build(stores, n, &rs, &res);

@@ -217,3 +217,45 @@ assert q("select standing from comparisons where store_id = 1 and contrast = 'ti
 assert q("select json_extract(record_json, '$.verdict.speedup') from records join trials using (trial_id) where coordinate = 'p01_r1_solo_tirx' and store_id = 1") == [(2.2,)]
 EOF
 ok "--sqlite loads stores, trials, records (with the JSON), submissions and comparisons"
+
+# ---- --timing gpu: every figure from verdict.gpu_speedup ----
+expect_rc 2 "--timing wall" "$MKB" report --timing wall "$S/model-a"
+expect_err "--timing takes paper or gpu, not 'wall'" "--timing wall"
+expect_rc 2 "--timing gpu on verdicts without it" "$MKB" report --timing gpu "$S/model-a"
+expect_err "the verdict has no gpu_speedup" "--timing gpu without gpu_speedup"
+expect_err "--timing gpu needs it for every passed trial" "--timing gpu without gpu_speedup"
+[[ ! -s "$T/out" ]] || fail "--timing gpu without gpu_speedup: something went to stdout"
+# a copy of model-a whose passed verdicts say the kernels alone run 100x faster than eager's
+cp -r "$S/model-a" "$T/gpu-a"
+python3 - "$T/gpu-a" <<'PY'
+import glob, json, sys
+for p in glob.glob(sys.argv[1] + "/problems/*/*/record.json"):
+    r = json.load(open(p))
+    v = r.get("verdict")
+    if v and v.get("passed"):
+        v["gpu_speedup"] = 100.0
+        json.dump(r, open(p, "w"), indent=2)
+PY
+expect_rc 0 "--timing paper on the copy" "$MKB" report --json --bootstrap 0 "$T/gpu-a"
+cp "$T/out" "$T/paper.json"
+expect_rc 0 "--timing gpu" "$MKB" report --json --bootstrap 0 --timing gpu "$T/gpu-a"
+python3 - "$T/paper.json" "$T/out" <<'PY'
+import json, sys
+paper, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+assert paper["settings"]["speedup_timing"] == "paper" and gpu["settings"]["speedup_timing"] == "gpu"
+assert "speedup_timing" in gpu["legend"]
+differs = False
+for pa, ga in zip(paper["stores"][0]["arms"], gpu["stores"][0]["arms"]):
+    assert pa["arm"] == ga["arm"]
+    lp, lg = pa["ladder"], ga["ladder"]
+    # passing is unchanged; every passed attempt now clears every threshold
+    assert lp["R@0"]["k"] == lg["R@0"]["k"], (pa["arm"], lp["R@0"], lg["R@0"])
+    assert lg["R@4"]["k"] == lg["R@0"]["k"], (ga["arm"], lg)
+    differs |= lp["R@4"]["k"] != lg["R@4"]["k"]
+assert differs, "the paper ladders already had every pass at >= 4x: the test proves nothing"
+PY
+expect_rc 0 "--timing gpu, markdown" "$MKB" report --bootstrap 0 --timing gpu "$T/gpu-a"
+expect_out "Speedups are GPU time alone" "--timing gpu markdown"
+expect_rc 0 "--timing paper, markdown" "$MKB" report --bootstrap 0 "$T/gpu-a"
+grep -qF "Speedups are GPU time alone" "$T/out" && fail "the paper report claims GPU timing"
+ok "--timing gpu scores every passed trial on gpu_speedup, says so, and refuses verdicts without it"
