@@ -14,7 +14,8 @@
 #                 Python): the grader's overhead against it
 #   8. placement  the host's NUMA layout (topology.txt); then, MKB_PLACEMENT_N rounds: the paper's
 #                 loop pinned to the GPU's cores and to the other cores, and the grader placed
-#                 next to the GPU (the default) and not (--diagnose no-numa)
+#                 next to the GPU (the default) and not (--diagnose no-numa); MKB_PLACEMENT_DIAG
+#                 adds --diagnose parts to both (no-trace lets a pure-torch kernel be timed)
 # Everything lands in OUTDIR: one verdict JSON per grade, log.txt, summary.json, and a table at
 # the end of the output.
 #
@@ -220,8 +221,11 @@ PY
                         ${MKB_SITE:+--site "$MKB_SITE"} >"$out/paper_loop-$where-$label-$i.json" 2>>"$log"
                     say "paper loop $label on the $where cores ($i): kernel_ms $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["kernel_ms"])' "$out/paper_loop-$where-$label-$i.json" 2>&1 | tail -1)"
                 done
-                grade "placement-$label-numa-$i" "$p" "$dsl" "$k" --no-baseline "${gargs[@]}"
-                grade "placement-$label-nonuma-$i" "$p" "$dsl" "$k" --no-baseline --diagnose no-numa "${gargs[@]}"
+                # MKB_PLACEMENT_DIAG (e.g. no-trace, for a pure-torch kernel that the rules would stop
+                # before timing) is switched off in both grades
+                pd=${MKB_PLACEMENT_DIAG:-}
+                grade "placement-$label-numa-$i" "$p" "$dsl" "$k" --no-baseline ${pd:+--diagnose "$pd"} "${gargs[@]}"
+                grade "placement-$label-nonuma-$i" "$p" "$dsl" "$k" --no-baseline --diagnose "${pd:+$pd,}no-numa" "${gargs[@]}"
             done
         done
         ;;
