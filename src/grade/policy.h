@@ -130,6 +130,7 @@ struct mkb_call_account {
     int64_t dropped_records;  /* activity records CUPTI dropped (accounting incomplete) */
     int64_t all_kernels;      /* every kernel inside the window, the grader's included (the
                                  eager baseline's kernels per call) */
+    double all_kernel_ms;     /* their summed GPU time (the eager baseline's GPU time per call) */
     char first_foreign[160];  /* the name of the first foreign kernel, for the message */
     char first_outside[160];
 };

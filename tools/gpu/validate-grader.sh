@@ -82,7 +82,8 @@ print(f"{name:40s} rc={rc} passed={v.get('passed')} correct={v['draws']['correct
 acc = (v.get("accounting") or {}).get("candidate") or {}
 pl = (v.get("environment") or {}).get("placement") or {}
 if acc.get("host_ms_median") is not None or pl:
-    print(f"    host_ms_median={acc.get('host_ms_median')} gpu_ms={v.get('gpu_ms')} timed_cpu={acc.get('timed_cpu')} "
+    print(f"    host_ms_median={acc.get('host_ms_median')} gpu_ms={v.get('gpu_ms')} eager_gpu_ms={v.get('eager_gpu_ms')} "
+          f"gpu_speedup={v.get('gpu_speedup')} timed_cpu={acc.get('timed_cpu')} "
           f"placement={pl.get('cpus')} node={pl.get('gpu_numa_node')} applied={pl.get('applied')} {pl.get('note') or ''}")
 if err.get("kind") in ("crash", "harness", "timeout") or err.get("kind") == "exception" and v["imported"]:
     print("    " + (err.get("output_tail") or err.get("traceback") or "")[-1500:].replace("\n", "\n    "))
@@ -247,7 +248,8 @@ for p in sorted(glob.glob(os.path.join(out, "*.json"))):
         continue
     rows[name] = {"passed": v.get("passed"), "kernel_ms": v.get("kernel_ms"), "eager_ms": v.get("eager_ms"),
                   "speedup": v.get("speedup"), "findings": sorted({f["rule"] for f in v.get("findings", [])}),
-                  "error": (v.get("error") or {}).get("kind"), "wall_s": v.get("wall_s")}
+                  "error": (v.get("error") or {}).get("kind"), "wall_s": v.get("wall_s"), "gpu_ms": v.get("gpu_ms"),
+                  "eager_gpu_ms": v.get("eager_gpu_ms"), "gpu_speedup": v.get("gpu_speedup")}
     # the GPU time of the DSL's kernels in each timed call (CUPTI), to tell host overhead from GPU time
     acc = (v.get("accounting") or {}).get("candidate") or {}
     calls = [c for c in (acc.get("calls") or []) if c.get("phase") == "timing"]
@@ -262,6 +264,11 @@ for g in groups:
         med = statistics.median(ks)
         summary["spread"][g] = {"kernel_ms": ks, "median": med, "range_over_median": (max(ks) - min(ks)) / med,
                                 "dsl_gpu_ms_medians": gpu}
+        # the same for the GPU-time speedup (eager's kernels over the candidate's), where graded with a baseline
+        gs = [rows[n]["gpu_speedup"] for n in rows if re.sub(r"-[0-9]+$", "", n) == g and rows[n].get("gpu_speedup")]
+        if len(gs) >= 2:
+            gm = statistics.median(gs)
+            summary["spread"][g].update({"gpu_speedup": gs, "gpu_speedup_range_over_median": (max(gs) - min(gs)) / gm})
 for p in sorted(glob.glob(os.path.join(out, "paper_loop-*.json"))):
     try:
         summary["paper_loop"][os.path.basename(p)[:-5]] = json.load(open(p))
@@ -271,6 +278,9 @@ json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2, sort_
 for g, sp in summary["spread"].items():
     print(f"spread {g}: median {sp['median']:.4f} ms, range/median {100 * sp['range_over_median']:.1f}%, "
           f"kernel_ms {[round(x, 4) for x in sp['kernel_ms']]}, DSL GPU ms {sp['dsl_gpu_ms_medians']}")
+    if sp.get("gpu_speedup"):
+        print(f"    gpu_speedup {[round(x, 3) for x in sp['gpu_speedup']]}, range/median "
+              f"{100 * sp['gpu_speedup_range_over_median']:.1f}%")
 for p in sorted(glob.glob(os.path.join(out, "overhead-*.json"))):
     v = json.load(open(p))
     acc = (v.get("accounting") or {}).get("candidate") or {}

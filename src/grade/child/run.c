@@ -804,8 +804,8 @@ static enum mkb_status eager_once(uint64_t seed, double *ms, int64_t *kernels, d
         struct mkb_call_account acc;
         mkb_trace_window_end(&acc);
         *kernels = acc.all_kernels;
-        *gpu_ms = 0;
-        for (int o = 0; o < 4; o++) *gpu_ms += acc.kernel_ms[o];
+        /* the reference's launches are the grader's own (origin GRADER): count them all */
+        *gpu_ms = acc.all_kernel_ms;
         float f = 0;
         cudaEventElapsedTime(&f, e0, e1);
         *ms = f;

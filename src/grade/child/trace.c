@@ -530,7 +530,10 @@ static void drain_records(struct mkb_call_account *acc) {
         const struct krec *k = &recs[i];
         int o = map_get(&corr, k->corr);
         bool in_window = acc && k->start >= win_start && k->start <= win_end;
-        if (in_window) acc->all_kernels++;
+        if (in_window) {
+            acc->all_kernels++;
+            acc->all_kernel_ms += (double)(k->end - k->start) * 1e-6;
+        }
         if (o == MKB_ORIGIN_GRADER) continue;
         if (o < 0) o = MKB_ORIGIN_LIBRARY;
         if (k->graph) {
