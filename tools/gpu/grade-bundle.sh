@@ -38,6 +38,10 @@ if [[ -x $pyc ]]; then
     gcc -O2 -Wall -Wextra -Werror $("$pyc" --includes) "$root/tools/gpu/pyembed_probe.c" -o "$out/bin/pyembed_probe" \
         -L"$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')" -lpython3.12 -ldl -lm
 fi
+# the CUPTI cost probe (tools/gpu/cupti_probe.cu): what kernel tracing costs a launch
+if command -v nvcc >/dev/null 2>&1; then
+    nvcc -O2 -arch=sm_90 "$root/tools/gpu/cupti_probe.cu" -o "$out/bin/cupti_probe" -lcupti -lcuda
+fi
 # bubblewrap for the protocol's sandbox (tools/gpu/protocol-run.sh), when the GPU host has none
 if command -v bwrap >/dev/null 2>&1; then cp "$(command -v bwrap)" "$out/bin/"; fi
 # every shared library they use except the C runtime, libstdc++, CUDA's and libpython (the host's

@@ -566,7 +566,7 @@ void mkb_trace_window_begin(void (*prime)(void)) {
      * entries those records were waiting for, starts the window empty: a launch inside the call
      * then never lands in a table grown by thousands of the grader's own launches. */
     grader_active = true;
-    p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (!mkb_child.diag.no_flush) p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     uint64_t t = 0;
     pthread_mutex_lock(&lock);
     drain_records(NULL);
@@ -601,7 +601,7 @@ void mkb_trace_window_end(struct mkb_call_account *acc) {
     graph_events_out = pending_outside = pending_graph = 0;
     pending_first_outside[0] = '\0';
     pthread_mutex_unlock(&lock);
-    p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (!mkb_child.diag.no_flush) p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     size_t dropped = 0;
     if (p_cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS) acc->dropped_records = (int64_t)dropped;
     pthread_mutex_lock(&lock);
