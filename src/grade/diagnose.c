@@ -14,8 +14,8 @@ static const struct {
      "CUPTI records kernels but takes no API callbacks (kernels unattributed)"},
     {"no-activity", offsetof(struct mkb_diagnose, no_activity),
      "CUPTI takes its API callbacks but records no kernels (nothing counted)"},
-    {"no-flush", offsetof(struct mkb_diagnose, no_flush),
-     "CUPTI's kernel records are not flushed before and after each call (calls go unaccounted)"},
+    {"flush-each", offsetof(struct mkb_diagnose, flush_each),
+     "CUPTI is flushed around every timed call instead of once per batch (the first launch after a flush is slow)"},
     {"verify-each", offsetof(struct mkb_diagnose, verify_each),
      "verify each timed draw right after its call instead of in batches after the calls"},
     {"no-pin", offsetof(struct mkb_diagnose, no_pin), "the grading thread may move between cores during timed calls"},
@@ -45,7 +45,7 @@ enum mkb_status mkb_diagnose_parse(const char *list, struct mkb_diagnose *out) {
 }
 
 bool mkb_diagnose_relaxes_tracing(const struct mkb_diagnose *d) {
-    return d->no_trace || d->no_callbacks || d->no_activity || d->no_flush;
+    return d->no_trace || d->no_callbacks || d->no_activity;
 }
 
 void mkb_diagnose_print_help(FILE *out) {

@@ -14,7 +14,7 @@ struct mkb_diagnose {
     bool no_trace;     /* no CUPTI at all */
     bool no_callbacks; /* CUPTI's kernel records only: no API callbacks, so kernels are unattributed */
     bool no_activity;  /* CUPTI's API callbacks only: no kernel records, so nothing is counted */
-    bool no_flush;     /* kernel records are not flushed around each call, so calls go unaccounted */
+    bool flush_each;   /* CUPTI is flushed around every timed call, not once per batch of calls */
     bool verify_each;  /* verify each timed draw right after its call, not in batches after them */
     bool no_pin;       /* the grading thread may move between cores during the timed calls */
     bool keep_gc;      /* Python's garbage collector stays on during the timed calls */

@@ -137,7 +137,7 @@ grep -q "'no-rules' is not a part of the grader" "$T/err" || fail "bad diagnose 
 expect_rc 2 "empty diagnose item" grade --diagnose no-audit, "$T/honest.py"
 grep -q "'' is not a part of the grader" "$T/err" || fail "empty diagnose item message: $(cat "$T/err")"
 expect_rc 0 "diagnose help" grade --diagnose help
-for part in no-audit no-trace no-callbacks no-activity no-flush verify-each no-pin keep-gc no-numa; do
+for part in no-audit no-trace no-callbacks no-activity flush-each verify-each no-pin keep-gc no-numa; do
     grep -q "^  $part " "$T/out" || fail "--diagnose help lacks $part: $(cat "$T/out")"
 done
 printf 'import gc\nN = len(gc.get_objects())\n\n\ndef solve(x, r, w):\n    return x\n' >"$T/gc_at_import.py"

@@ -275,8 +275,8 @@ Test(diagnose, parses_each_part_and_only_those_named) {
     cr_assert(mkb_diagnose_relaxes_tracing(&d));
     cr_assert_eq(mkb_diagnose_parse("no-activity,no-pin", &d), MKB_OK);
     cr_assert(d.no_activity && d.no_pin && mkb_diagnose_relaxes_tracing(&d));
-    cr_assert_eq(mkb_diagnose_parse("no-flush", &d), MKB_OK);
-    cr_assert(d.no_flush && !d.no_activity && mkb_diagnose_relaxes_tracing(&d));
+    cr_assert_eq(mkb_diagnose_parse("flush-each", &d), MKB_OK);
+    cr_assert(d.flush_each && !d.no_activity && !mkb_diagnose_relaxes_tracing(&d));
     cr_assert_eq(mkb_diagnose_parse("no-numa", &d), MKB_OK);
     cr_assert(d.no_numa && !d.no_pin && !mkb_diagnose_relaxes_tracing(&d));
 }

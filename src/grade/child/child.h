@@ -88,13 +88,19 @@ json_t *mkb_py_audit_histogram(void);
 /* ---- trace.c ---- */
 enum mkb_status mkb_trace_start(void); /* before any CUDA work */
 void mkb_trace_set_grader(bool active);
-/* Settles the tracer (flushes CUPTI: the kernels launched since the last window are accounted
- * as the grader's or as outside every call), runs prime (when not NULL: the grader's own short
- * GPU work, which makes CUPTI take its next activity buffer now) and opens a window; call it
- * with the GPU idle, before the timed region starts. */
+/* Opens a window for one call; call it with the GPU idle, before the timed region starts. When no
+ * earlier window waits for its records it settles the tracer first (flushes CUPTI: the kernels
+ * launched since the last window are accounted as the grader's or as outside every call) and
+ * runs prime (when not NULL: the grader's own short GPU work, which takes the first launch after
+ * the flush, the slow one). */
 void mkb_trace_window_begin(void (*prime)(void));
-/* Flushes CUPTI and accounts the window that ends now. */
+/* Closes the window and accounts it now, with every deferred window before it (flushes CUPTI). */
 void mkb_trace_window_end(struct mkb_call_account *acc);
+/* Closes the window; *acc (which must stay valid) is filled at the next mkb_trace_settle() or
+ * mkb_trace_window_end(). Back-to-back timed calls use this: no flush between them. */
+void mkb_trace_window_end_deferred(struct mkb_call_account *acc);
+/* Flushes CUPTI and fills the accounts of every deferred window. */
+void mkb_trace_settle(void);
 bool mkb_trace_available(void);
 const char *mkb_trace_problem(void); /* why tracing is unavailable */
 

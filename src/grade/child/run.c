@@ -227,6 +227,8 @@ struct draw {
     struct mkb_tensor *actual[MKB_MAX_ARGS]; /* what solve() returned (grader copies, or the input an
                                                  in-place output overwrites); NULL where unusable */
     int64_t device_bytes; /* what cin holds on the GPU */
+    bool windowed;        /* the call ran in a trace window: r.acc is (or will be) its account */
+    bool deferred;        /* ... filled only at the next settle (mkb_trace_window_end_deferred) */
     struct draw_result r;
 };
 
@@ -255,9 +257,11 @@ static enum mkb_status copy_output(struct mkb_ctx *c, const struct mkb_py_out *o
     return *out ? MKB_OK : mkb_error(MKB_ERR_NOMEM, "out of memory");
 }
 
-/* The call. verify=false (warm-up): nothing is kept. A status other than MKB_OK is the grader's
- * own failure; the candidate's (an exception, a GPU fault) is in d->r.error. */
-static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phase, int index, bool verify) {
+/* The call. verify=false (warm-up): nothing is kept. defer: the call's kernel account is filled
+ * at the next settle (settle_calls), so that no CUPTI flush comes between back-to-back timed
+ * calls; d must then stay where it is until that settle. A status other than MKB_OK is the
+ * grader's own failure; the candidate's (an exception, a GPU fault) is in d->r.error. */
+static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phase, int index, bool verify, bool defer) {
     memset(d, 0, sizeof *d);
     d->phase = phase;
     d->index = index;
@@ -311,7 +315,12 @@ static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phas
     cudaEventSynchronize(e1);
     mkb_py_audit_window(false);
     r->audit_events = mkb_py_audit_count() - ev0;
-    mkb_trace_window_end(&r->acc);
+    if (defer)
+        mkb_trace_window_end_deferred(&r->acc);
+    else
+        mkb_trace_window_end(&r->acc);
+    d->windowed = true;
+    d->deferred = defer;
     float ms = 0;
     cudaEventElapsedTime(&ms, e0, e1);
     cudaEventDestroy(e0);
@@ -323,7 +332,7 @@ static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phas
         goto done;
     }
     if (r->error) goto done;
-    if (!mkb_diagnose_relaxes_tracing(&mkb_child.diag)) account_findings(&r->acc);
+    if (!defer && !mkb_diagnose_relaxes_tracing(&mkb_child.diag)) account_findings(&r->acc);
     if (!verify) goto done;
 
     char msg[512];
@@ -499,6 +508,18 @@ static void add_account(json_t *calls, const char *phase, int draw, const struct
                                            (json_int_t)r->audit_events));
 }
 
+/* The deferred calls' records arrive now: judge each call's account and add it to calls, in the
+ * order the calls ran. */
+static void settle_calls(json_t *calls, struct draw **list, int *n) {
+    mkb_trace_settle();
+    for (int k = 0; k < *n; k++) {
+        struct draw *x = list[k];
+        if (!mkb_diagnose_relaxes_tracing(&mkb_child.diag)) account_findings(&x->r.acc);
+        add_account(calls, x->phase, x->index, &x->r);
+    }
+    *n = 0;
+}
+
 static json_t *account_summary(json_t *calls) {
     int n = (int)json_array_size(calls);
     double *dk = calloc((size_t)(n ? n : 1), sizeof *dk), *ok = calloc((size_t)(n ? n : 1), sizeof *ok);
@@ -661,7 +682,7 @@ int mkb_child_run_candidate(void) {
     for (int i = 0; i < MKB_GRADE_CORRECTNESS_DRAWS; i++) {
         double t1 = mkb_child_now();
         mkb_child_stage("correctness", i);
-        if (draw_call(&d, mkb_child.seeds.correctness[i], "correctness", i, true) != MKB_OK)
+        if (draw_call(&d, mkb_child.seeds.correctness[i], "correctness", i, true, false) != MKB_OK)
             return send_result(res, harness_error("correctness", mkb_error_message()), true);
         add_account(calls, "correctness", i, &d.r);
         if (d.r.error) {
@@ -693,22 +714,33 @@ int mkb_child_run_candidate(void) {
      * more host time per call (docs/grader.md, "Timing"). */
     double warm[MKB_GRADE_WARMUP_DRAWS], timing[MKB_GRADE_TIMING_DRAWS];
     struct draw *pend = calloc(MKB_GRADE_TIMING_DRAWS, sizeof *pend);
-    if (!pend) return send_result(res, harness_error("timing", "out of memory"), true);
-    int npend = 0, verified = 0, batches = 0;
+    struct draw *warm_d = calloc(MKB_GRADE_WARMUP_DRAWS, sizeof *warm_d);
+    /* the calls whose accounts wait for the next settle, in the order they ran: the warm-up and
+     * timed calls run back to back with no CUPTI flush between them (trace.c says why) */
+    struct draw **deferred = calloc(MKB_GRADE_WARMUP_DRAWS + MKB_GRADE_TIMING_DRAWS, sizeof *deferred);
+    if (!pend || !warm_d || !deferred) {
+        free(pend);
+        free(warm_d);
+        free(deferred);
+        return send_result(res, harness_error("timing", "out of memory"), true);
+    }
+    int npend = 0, verified = 0, batches = 0, ndef = 0;
     json_t *error = NULL;
     bool harness = false;
     steady_begin();
     t = mkb_child_now();
     for (int i = 0; i < MKB_GRADE_WARMUP_DRAWS && !error; i++) {
         mkb_child_stage("warmup", i);
-        if (draw_call(&d, mkb_child.seeds.warmup[i], "warmup", i, false) != MKB_OK) {
+        struct draw *wd = &warm_d[i];
+        enum mkb_status st = draw_call(wd, mkb_child.seeds.warmup[i], "warmup", i, false, true);
+        if (wd->windowed) deferred[ndef++] = wd;
+        if (st != MKB_OK) {
             error = harness_error("warmup", mkb_error_message());
             harness = true;
             break;
         }
-        add_account(calls, "warmup", i, &d.r);
-        warm[i] = d.r.ms;
-        error = d.r.error;
+        warm[i] = wd->r.ms;
+        error = wd->r.error;
     }
     json_object_set_new(wall, "warmup", json_real(mkb_child_now() - t));
     if (!error) json_object_set_new(res, "warmup_ms_samples", doubles(warm, MKB_GRADE_WARMUP_DRAWS));
@@ -719,6 +751,7 @@ int mkb_child_run_candidate(void) {
         if (npend > 0 && (i == MKB_GRADE_TIMING_DRAWS || mkb_child.diag.verify_each ||
                           !room_for_another(pend, npend, verify_peak))) {
             batches++;
+            settle_calls(calls, deferred, &ndef);
             for (int k = 0; k < npend; k++) {
                 if (error) {
                     draw_release(&pend[k]);
@@ -739,12 +772,13 @@ int mkb_child_run_candidate(void) {
         if (i == MKB_GRADE_TIMING_DRAWS || error) break;
         mkb_child_stage("timing", i);
         struct draw *p = &pend[npend];
-        if (draw_call(p, mkb_child.seeds.timing[i], "timing", i, true) != MKB_OK) {
+        enum mkb_status st = draw_call(p, mkb_child.seeds.timing[i], "timing", i, true, true);
+        if (p->windowed) deferred[ndef++] = p;
+        if (st != MKB_OK) {
             error = harness_error("timing", mkb_error_message());
             harness = true;
             break;
         }
-        add_account(calls, "timing", i, &p->r);
         timing[i] = p->r.ms;
         if (p->r.error) {
             error = p->r.error;
@@ -752,8 +786,11 @@ int mkb_child_run_candidate(void) {
         }
         npend++;
     }
+    settle_calls(calls, deferred, &ndef);
     for (int k = 0; k < npend; k++) draw_release(&pend[k]);
     free(pend);
+    free(warm_d);
+    free(deferred);
     bool was_pinned = pinned, gc_was_paused = gc_paused;
     steady_end();
     json_t *acct = account_summary(calls);
@@ -779,7 +816,9 @@ int mkb_child_run_candidate(void) {
 
 /* ---- the eager baseline ---- */
 
-static enum mkb_status eager_once(uint64_t seed, double *ms, int64_t *kernels, double *gpu_ms) {
+/* One call of the reference, timed as the candidate's are; its kernel account (*acc, which must
+ * stay valid) is filled at the next mkb_trace_settle(). */
+static enum mkb_status eager_once(uint64_t seed, double *ms, struct mkb_call_account *acc) {
     const struct mkb_problem *p = mkb_child.problem;
     struct mkb_dims d;
     mkb_dims_init(&d, p, mkb_child.scale);
@@ -801,11 +840,7 @@ static enum mkb_status eager_once(uint64_t seed, double *ms, int64_t *kernels, d
         cudaError_t ce = cudaDeviceSynchronize();
         cudaEventRecord(e1, cudaStreamLegacy);
         cudaEventSynchronize(e1);
-        struct mkb_call_account acc;
-        mkb_trace_window_end(&acc);
-        *kernels = acc.all_kernels;
-        /* the reference's launches are the grader's own (origin GRADER): count them all */
-        *gpu_ms = acc.all_kernel_ms;
+        mkb_trace_window_end_deferred(acc);
         float f = 0;
         cudaEventElapsedTime(&f, e0, e1);
         *ms = f;
@@ -850,19 +885,25 @@ int mkb_child_run_baseline(void) {
     be = mkb_backend_cuda();
     if (!be) return send_result(res, harness_error("baseline", mkb_error_message()), true);
     double warm[MKB_GRADE_WARMUP_DRAWS], timing[MKB_GRADE_TIMING_DRAWS], kern[MKB_GRADE_TIMING_DRAWS];
-    double gpu[MKB_GRADE_TIMING_DRAWS], g;
+    double gpu[MKB_GRADE_TIMING_DRAWS];
+    /* accounts filled at the settle after the calls: no CUPTI flush between them, as for the
+     * candidate's warm-up and timed calls */
+    static struct mkb_call_account acc_warm[MKB_GRADE_WARMUP_DRAWS], acc[MKB_GRADE_TIMING_DRAWS];
     for (int i = 0; i < MKB_GRADE_WARMUP_DRAWS; i++) {
-        int64_t k;
         mkb_child.draw = i;
-        if (eager_once(mkb_child.seeds.warmup[i], &warm[i], &k, &g) != MKB_OK)
+        if (eager_once(mkb_child.seeds.warmup[i], &warm[i], &acc_warm[i]) != MKB_OK)
             return send_result(res, harness_error("baseline", mkb_error_message()), true);
     }
     for (int i = 0; i < MKB_GRADE_TIMING_DRAWS; i++) {
-        int64_t k;
         mkb_child.draw = i;
-        if (eager_once(mkb_child.seeds.timing[i], &timing[i], &k, &gpu[i]) != MKB_OK)
+        if (eager_once(mkb_child.seeds.timing[i], &timing[i], &acc[i]) != MKB_OK)
             return send_result(res, harness_error("baseline", mkb_error_message()), true);
-        kern[i] = (double)k;
+    }
+    mkb_trace_settle();
+    for (int i = 0; i < MKB_GRADE_TIMING_DRAWS; i++) {
+        kern[i] = (double)acc[i].all_kernels;
+        /* the reference's launches are the grader's own (origin GRADER): count them all */
+        gpu[i] = acc[i].all_kernel_ms;
     }
     json_object_set_new(res, "warmup_ms_samples", doubles(warm, MKB_GRADE_WARMUP_DRAWS));
     json_object_set_new(res, "eager_ms_samples", doubles(timing, MKB_GRADE_TIMING_DRAWS));

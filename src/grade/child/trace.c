@@ -103,6 +103,24 @@ static void map_put(struct map *m, uint64_t k, uint8_t v) {
     m->vals[j] = v;
 }
 
+/* An empty map with room for cap/2 keys, so that none of them makes it grow (a reallocation and
+ * a rehash inside a timed call) */
+static void map_reserve(struct map *m, size_t cap) {
+    if (m->n || m->cap >= cap) return;
+    uint64_t *nk = calloc(cap, sizeof *nk);
+    uint8_t *nv = calloc(cap, 1);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return;
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = cap;
+}
+
 static int map_get(const struct map *m, uint64_t k) {
     if (!m->cap || k == 0) return -1;
     size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
@@ -125,7 +143,7 @@ static struct krec *recs;
 static size_t nrecs, caprecs;
 static int64_t graph_events_in, graph_events_out;
 static bool in_call, calls_begun;
-static uint64_t win_start, win_end, last_end;
+static uint64_t win_start, win_end, last_end; /* last_end: the latest window accounted */
 
 static const char *const compiler_packages[] = {"/triton/", "/cupy/", "/cupy_backends/", "/numba/", "/numba_cuda/",
                                                 "/jax/", "/jaxlib/", "/jax_plugins/", "/tilelang/", "/warp/",
@@ -499,6 +517,8 @@ enum mkb_status mkb_trace_start(void) {
                  (unsigned)CUPTI_API_VERSION, built_major);
         return MKB_ERR_UNSUPPORTED;
     }
+    /* the correlation ids of a batch of deferred calls and the grader's launches between them */
+    map_reserve(&corr, 1u << 16);
     for (int i = 0; i < TRACE_POOL_START; i++) {
         uint8_t *b = buffer_new();
         if (b) pool_free[pool_nfree++] = b;
@@ -523,24 +543,51 @@ enum mkb_status mkb_trace_start(void) {
 static int64_t pending_outside, pending_graph;
 static char pending_first_outside[96];
 
-/* Account the kernel records delivered so far (lock held): into acc for the window that just
- * ended, or (acc NULL, settling before a window) as outside every window. */
-static void drain_records(struct mkb_call_account *acc) {
+/* Windows that have ended but whose kernel records have not been delivered yet (deferred:
+ * mkb_trace_window_end_deferred), oldest first, and the one that ends now (immediate). Records
+ * are placed by their GPU start time, so one flush accounts many windows: CUPTI's forced flush
+ * makes the next launch of each kernel cost the host 0.1-0.3 ms (tools/gpu/cupti_probe.cu,
+ * docs/gpu-validation.md), which a flush around every timed call put inside the next call. */
+#define TRACE_MAX_WINDOWS 128
+static struct window {
+    uint64_t start, end;
+    struct mkb_call_account *acc;
+} wins[TRACE_MAX_WINDOWS];
+static int nwins;
+
+static struct window *window_of(uint64_t t) {
+    for (int i = 0; i < nwins; i++)
+        if (t >= wins[i].start && t <= wins[i].end) return &wins[i];
+    return NULL;
+}
+
+/* The call to report a kernel that ran outside every window with: the first window that began
+ * after it, else the last one; NULL when no window is waiting (settling before one opens). */
+static struct mkb_call_account *reported_with(uint64_t t) {
+    for (int i = 0; i < nwins; i++)
+        if (wins[i].start > t) return wins[i].acc;
+    return nwins ? wins[nwins - 1].acc : NULL;
+}
+
+/* Account the kernel records delivered so far (lock held) into the windows waiting for them, or
+ * (none waiting, settling before a window) as outside every window. */
+static void drain_records(void) {
     for (size_t i = 0; i < nrecs; i++) {
         const struct krec *k = &recs[i];
         int o = map_get(&corr, k->corr);
-        bool in_window = acc && k->start >= win_start && k->start <= win_end;
-        if (in_window) {
-            acc->all_kernels++;
-            acc->all_kernel_ms += (double)(k->end - k->start) * 1e-6;
+        struct window *w = window_of(k->start);
+        if (w) {
+            w->acc->all_kernels++;
+            w->acc->all_kernel_ms += (double)(k->end - k->start) * 1e-6;
         }
         if (o == MKB_ORIGIN_GRADER) continue;
         if (o < 0) o = MKB_ORIGIN_LIBRARY;
+        struct mkb_call_account *acc = w ? w->acc : reported_with(k->start);
         if (k->graph) {
             if (acc) acc->graph_launches++;
             else pending_graph++;
         }
-        if (in_window) {
+        if (w) {
             acc->kernels[o]++;
             acc->kernel_ms[o] += (double)(k->end - k->start) * 1e-6;
             if (o == MKB_ORIGIN_FOREIGN && !acc->first_foreign[0])
@@ -556,26 +603,41 @@ static void drain_records(struct mkb_call_account *acc) {
     nrecs = 0;
 }
 
+/* Flush CUPTI (the GPU idle) and account every record into the windows waiting for it; then the
+ * correlation map starts empty: a launch inside a later call never lands in a table grown by
+ * thousands of the grader's own launches. */
+static void settle(void) {
+    p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    size_t dropped = 0;
+    bool got = p_cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS;
+    pthread_mutex_lock(&lock);
+    drain_records();
+    for (int i = 0; i < nwins; i++) {
+        if (got) wins[i].acc->dropped_records = (int64_t)dropped;
+        if (wins[i].end > last_end) last_end = wins[i].end;
+    }
+    nwins = 0;
+    if (corr.cap) memset(corr.keys, 0, corr.cap * sizeof *corr.keys);
+    corr.n = 0;
+    pthread_mutex_unlock(&lock);
+}
+
 void mkb_trace_window_begin(void (*prime)(void)) {
     if (!available) {
         grader_active = false;
         return;
     }
-    /* Settle first, outside the timed region: every kernel launched so far has finished (the GPU
-     * is idle), so its record arrives now and is accounted, and the correlation map, whose
-     * entries those records were waiting for, starts the window empty: a launch inside the call
-     * then never lands in a table grown by thousands of the grader's own launches. */
     grader_active = true;
-    if (!mkb_child.diag.no_flush) p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    /* With no window waiting for its records, settle first, outside the timed region: every
+     * kernel launched so far has finished (the GPU is idle), so its record arrives now and is
+     * accounted. Between deferred windows nothing is flushed: their records wait for
+     * mkb_trace_settle(), and the correlation map keeps the ids they need. */
+    bool fresh = nwins == 0;
+    if (fresh) settle();
+    /* after a flush CUPTI takes a new activity buffer and re-arms its kernel timestamps at the
+     * next launch: let that be the grader's kernel here, not the candidate's inside the window */
+    if (fresh && prime) prime();
     uint64_t t = 0;
-    pthread_mutex_lock(&lock);
-    drain_records(NULL);
-    if (corr.cap) memset(corr.keys, 0, corr.cap * sizeof *corr.keys);
-    corr.n = 0;
-    pthread_mutex_unlock(&lock);
-    /* after a flush CUPTI takes a new activity buffer at the next kernel: let that be the
-     * grader's kernel here, not the candidate's inside the window */
-    if (prime) prime();
     p_cuptiGetTimestamp(&t);
     pthread_mutex_lock(&lock);
     win_start = t;
@@ -586,10 +648,9 @@ void mkb_trace_window_begin(void (*prime)(void)) {
     grader_active = false;
 }
 
-void mkb_trace_window_end(struct mkb_call_account *acc) {
+/* Close the window that began last; its account waits in *acc for the next settle. */
+static void window_close(struct mkb_call_account *acc) {
     memset(acc, 0, sizeof *acc);
-    grader_active = true;
-    if (!available) return;
     uint64_t t = 0;
     p_cuptiGetTimestamp(&t);
     pthread_mutex_lock(&lock);
@@ -600,12 +661,32 @@ void mkb_trace_window_end(struct mkb_call_account *acc) {
     snprintf(acc->first_outside, sizeof acc->first_outside, "%s", pending_first_outside);
     graph_events_out = pending_outside = pending_graph = 0;
     pending_first_outside[0] = '\0';
+    wins[nwins++] = (struct window){.start = win_start, .end = win_end, .acc = acc};
     pthread_mutex_unlock(&lock);
-    if (!mkb_child.diag.no_flush) p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    size_t dropped = 0;
-    if (p_cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS) acc->dropped_records = (int64_t)dropped;
-    pthread_mutex_lock(&lock);
-    drain_records(acc);
-    last_end = win_end;
-    pthread_mutex_unlock(&lock);
+}
+
+void mkb_trace_window_end(struct mkb_call_account *acc) {
+    grader_active = true;
+    if (!available) {
+        memset(acc, 0, sizeof *acc);
+        return;
+    }
+    window_close(acc);
+    settle();
+}
+
+void mkb_trace_window_end_deferred(struct mkb_call_account *acc) {
+    grader_active = true;
+    if (!available) {
+        memset(acc, 0, sizeof *acc);
+        return;
+    }
+    window_close(acc);
+    /* the table of windows is full: account them now (rare: more deferred calls than it holds) */
+    if (nwins == TRACE_MAX_WINDOWS || mkb_child.diag.flush_each) settle();
+}
+
+void mkb_trace_settle(void) {
+    grader_active = true;
+    if (available && nwins > 0) settle();
 }
