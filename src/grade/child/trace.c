@@ -28,6 +28,7 @@
 
 #include "grade/child/child.h"
 #include "grade/cupti.h"
+#include "grade/windows.h"
 
 #define F(name) static __typeof__(&name) p_##name
 F(cuptiSubscribe);
@@ -538,67 +539,29 @@ enum mkb_status mkb_trace_start(void) {
     return MKB_OK;
 }
 
-/* Kernels that ran since the last window and were not the grader's, found when the tracer
- * settles before a window opens: reported with that window's call. */
-static int64_t pending_outside, pending_graph;
-static char pending_first_outside[96];
+/* Kernels that ran outside every call while no window waited, found when the tracer settles
+ * before a window opens: reported with that window's call (only outside, first_outside and
+ * graph_launches are used). */
+static struct mkb_call_account pending;
 
 /* Windows that have ended but whose kernel records have not been delivered yet (deferred:
  * mkb_trace_window_end_deferred), oldest first, and the one that ends now (immediate). Records
- * are placed by their GPU start time, so one flush accounts many windows: CUPTI's forced flush
- * makes the next launch of each kernel cost the host 0.1-0.3 ms (tools/gpu/cupti_probe.cu,
- * docs/gpu-validation.md), which a flush around every timed call put inside the next call. */
+ * are placed by their GPU start time (grade/windows.h), so one flush accounts many windows:
+ * CUPTI's forced flush makes the next launch of each kernel cost the host 0.1-0.3 ms
+ * (tools/gpu/cupti_probe.cu, docs/gpu-validation.md), which a flush around every timed call put
+ * inside the next call. */
 #define TRACE_MAX_WINDOWS 128
-static struct window {
-    uint64_t start, end;
-    struct mkb_call_account *acc;
-} wins[TRACE_MAX_WINDOWS];
+static struct mkb_trace_window wins[TRACE_MAX_WINDOWS];
 static int nwins;
-
-static struct window *window_of(uint64_t t) {
-    for (int i = 0; i < nwins; i++)
-        if (t >= wins[i].start && t <= wins[i].end) return &wins[i];
-    return NULL;
-}
-
-/* The call to report a kernel that ran outside every window with: the first window that began
- * after it, else the last one; NULL when no window is waiting (settling before one opens). */
-static struct mkb_call_account *reported_with(uint64_t t) {
-    for (int i = 0; i < nwins; i++)
-        if (wins[i].start > t) return wins[i].acc;
-    return nwins ? wins[nwins - 1].acc : NULL;
-}
 
 /* Account the kernel records delivered so far (lock held) into the windows waiting for them, or
  * (none waiting, settling before a window) as outside every window. */
 static void drain_records(void) {
     for (size_t i = 0; i < nrecs; i++) {
         const struct krec *k = &recs[i];
-        int o = map_get(&corr, k->corr);
-        struct window *w = window_of(k->start);
-        if (w) {
-            w->acc->all_kernels++;
-            w->acc->all_kernel_ms += (double)(k->end - k->start) * 1e-6;
-        }
-        if (o == MKB_ORIGIN_GRADER) continue;
-        if (o < 0) o = MKB_ORIGIN_LIBRARY;
-        struct mkb_call_account *acc = w ? w->acc : reported_with(k->start);
-        if (k->graph) {
-            if (acc) acc->graph_launches++;
-            else pending_graph++;
-        }
-        if (w) {
-            acc->kernels[o]++;
-            acc->kernel_ms[o] += (double)(k->end - k->start) * 1e-6;
-            if (o == MKB_ORIGIN_FOREIGN && !acc->first_foreign[0])
-                snprintf(acc->first_foreign, sizeof acc->first_foreign, "%s", k->name);
-        } else if (k->start > last_end && last_end != 0) {
-            int64_t *n = acc ? &acc->outside : &pending_outside;
-            char *first = acc ? acc->first_outside : pending_first_outside;
-            size_t cap = acc ? sizeof acc->first_outside : sizeof pending_first_outside;
-            if (!first[0]) snprintf(first, cap, "%s", k->name);
-            (*n)++;
-        }
+        struct mkb_kernel_record r = {.start = k->start, .end = k->end, .origin = map_get(&corr, k->corr),
+                                      .graph = k->graph != 0, .name = k->name};
+        mkb_windows_place(wins, nwins, last_end, &r, &pending);
     }
     nrecs = 0;
 }
@@ -656,12 +619,12 @@ static void window_close(struct mkb_call_account *acc) {
     pthread_mutex_lock(&lock);
     in_call = false;
     win_end = t;
-    acc->graph_launches = graph_events_in + pending_graph;
-    acc->outside = graph_events_out + pending_outside;
-    snprintf(acc->first_outside, sizeof acc->first_outside, "%s", pending_first_outside);
-    graph_events_out = pending_outside = pending_graph = 0;
-    pending_first_outside[0] = '\0';
-    wins[nwins++] = (struct window){.start = win_start, .end = win_end, .acc = acc};
+    acc->graph_launches = graph_events_in + pending.graph_launches;
+    acc->outside = graph_events_out + pending.outside;
+    snprintf(acc->first_outside, sizeof acc->first_outside, "%s", pending.first_outside);
+    graph_events_out = 0;
+    memset(&pending, 0, sizeof pending);
+    wins[nwins++] = (struct mkb_trace_window){.start = win_start, .end = win_end, .acc = acc};
     pthread_mutex_unlock(&lock);
 }
 
