@@ -546,10 +546,10 @@ static struct mkb_call_account pending;
 
 /* Windows that have ended but whose kernel records have not been delivered yet (deferred:
  * mkb_trace_window_end_deferred), oldest first, and the one that ends now (immediate). Records
- * are placed by their GPU start time (grade/windows.h), so one flush accounts many windows:
- * CUPTI's forced flush makes the next launch of each kernel cost the host 0.1-0.3 ms
- * (tools/gpu/cupti_probe.cu, docs/gpu-validation.md), which a flush around every timed call put
- * inside the next call. */
+ * are placed by their GPU start time (grade/windows.h), so one flush accounts many windows: the
+ * first launch after CUPTI's forced flush costs the host about 0.3 ms, a priming launch of
+ * another kernel takes only part of that away (tools/gpu/cupti_probe.cu), and a flush around
+ * every timed call left 0.04-0.12 ms of it inside each call (docs/gpu-validation.md). */
 #define TRACE_MAX_WINDOWS 128
 static struct mkb_trace_window wins[TRACE_MAX_WINDOWS];
 static int nwins;
