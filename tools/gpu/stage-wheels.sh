@@ -5,7 +5,8 @@
 #                                              (mkb env list --json; MKB defaults to build*/mkb)
 #                                              for CPython 3.12 / manylinux x86_64 into wheels/
 #   tools/gpu/stage-wheels.sh split            tar wheels/ and split it into .stage/part-aa, -ab, ...
-#                                              (60 MB each)
+#                                              (PART_MB, default 60 MB each; ONLY=PREFIX: only the
+#                                              wheels whose names start with PREFIX)
 #   tools/gpu/stage-wheels.sh plan [WORK]      print, one per device call, the carry list and the
 #                                              command: every call but the last moves its part to
 #                                              /tmp/stage; the last joins the parts, unpacks
@@ -48,7 +49,9 @@ split)
     [[ -d wheels ]] || { echo "no wheels/: run '$0 download' first" >&2; exit 2; }
     rm -rf .stage
     mkdir -p .stage
-    tar cf - wheels | split -b "${PART_MB}M" - .stage/part-
+    # ONLY=PREFIX stages only the wheels whose names start with it (nvidia_cutlass_dsl: CuTe DSL
+    # alone, 97 MB, for a short round)
+    tar cf - wheels/"${ONLY:-}"*.whl | split -b "${PART_MB}M" - .stage/part-
     ls -la .stage
     ;;
 plan)
