@@ -800,6 +800,9 @@ int mkb_child_run_candidate(void) {
     json_object_set_new(acct, "pinned_cpu", json_boolean(was_pinned));
     if (was_pinned) json_object_set_new(acct, "timed_cpu", json_integer(timed_cpu));
     json_object_set_new(acct, "gc_paused", json_boolean(gc_was_paused));
+    /* how CUPTI was flushed around the warm-up and timed calls: once per verification batch (the
+     * default), or around every call (--diagnose flush-each) */
+    json_object_set_new(acct, "trace_flush", json_string(mkb_child.diag.flush_each ? "each-call" : "batch"));
     json_object_set_new(res, "accounting", acct);
     if (error) {
         if (mismatch) json_object_set_new(res, "mismatch", mismatch);
