@@ -55,6 +55,8 @@ for e in expect:
             bad.append(f"no placement recorded: {env}")
         elif pl.get("applied") and acc.get("timed_cpu") not in cores(pl.get("cpus")):
             bad.append(f"timed on cpu {acc.get('timed_cpu')}, outside the placement {pl.get('cpus')}")
+        if acc.get("trace_flush") != "batch":
+            bad.append(f"timed calls not accounted in batches: trace_flush {acc.get('trace_flush')}")
         for key in ("gpu_ms", "eager_gpu_ms", "gpu_speedup"):
             if not isinstance(v.get(key), (int, float)) or v[key] <= 0:
                 bad.append(f"{key} is {v.get(key)}")
