@@ -227,8 +227,7 @@ struct draw {
     struct mkb_tensor *actual[MKB_MAX_ARGS]; /* what solve() returned (grader copies, or the input an
                                                  in-place output overwrites); NULL where unusable */
     int64_t device_bytes; /* what cin holds on the GPU */
-    bool windowed;        /* the call ran in a trace window: r.acc is (or will be) its account */
-    bool deferred;        /* ... filled only at the next settle (mkb_trace_window_end_deferred) */
+    bool windowed;        /* the call ran in a trace window: r.acc is (or, deferred, will be) its account */
     struct draw_result r;
 };
 
@@ -320,7 +319,6 @@ static enum mkb_status draw_call(struct draw *d, uint64_t seed, const char *phas
     else
         mkb_trace_window_end(&r->acc);
     d->windowed = true;
-    d->deferred = defer;
     float ms = 0;
     cudaEventElapsedTime(&ms, e0, e1);
     cudaEventDestroy(e0);
