@@ -611,9 +611,12 @@ void mkb_trace_window_begin(void (*prime)(void)) {
     grader_active = false;
 }
 
-/* Close the window that began last; its account waits in *acc for the next settle. */
-static void window_close(struct mkb_call_account *acc) {
+/* Close the window that began last (the grader's work resumes); its account waits in *acc for
+ * the next settle. False when nothing is traced (then *acc stays empty). */
+static bool window_close(struct mkb_call_account *acc) {
     memset(acc, 0, sizeof *acc);
+    grader_active = true;
+    if (!available) return false;
     uint64_t t = 0;
     p_cuptiGetTimestamp(&t);
     pthread_mutex_lock(&lock);
@@ -626,27 +629,17 @@ static void window_close(struct mkb_call_account *acc) {
     memset(&pending, 0, sizeof pending);
     wins[nwins++] = (struct mkb_trace_window){.start = win_start, .end = win_end, .acc = acc};
     pthread_mutex_unlock(&lock);
+    return true;
 }
 
 void mkb_trace_window_end(struct mkb_call_account *acc) {
-    grader_active = true;
-    if (!available) {
-        memset(acc, 0, sizeof *acc);
-        return;
-    }
-    window_close(acc);
-    settle();
+    if (window_close(acc)) settle();
 }
 
 void mkb_trace_window_end_deferred(struct mkb_call_account *acc) {
-    grader_active = true;
-    if (!available) {
-        memset(acc, 0, sizeof *acc);
-        return;
-    }
-    window_close(acc);
-    /* the table of windows is full: account them now (rare: more deferred calls than it holds) */
-    if (nwins == TRACE_MAX_WINDOWS || mkb_child.diag.flush_each) settle();
+    /* settled now when the table of windows is full (more deferred calls than it holds), or
+     * around every call when measuring the old way (--diagnose flush-each) */
+    if (window_close(acc) && (nwins == TRACE_MAX_WINDOWS || mkb_child.diag.flush_each)) settle();
 }
 
 void mkb_trace_settle(void) {
