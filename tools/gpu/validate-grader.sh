@@ -6,7 +6,7 @@
 #                 and the DSL preloaded): each must be rejected, with the findings it names
 #   4. spread     each timing kernel graded 5 times (MKB_SPREAD_N): the spread of the kernel medians
 #   5. overhead   the p28 samples graded normally and with parts of the grader switched off
-#                 (MKB_OVERHEAD_DIAGS, default "no-audit no-trace no-audit,no-trace"; each entry a
+#                 (MKB_OVERHEAD_DIAGS, default "flush-each no-audit no-trace no-audit,no-trace"; each entry a
 #                 --diagnose list; MKB_OVERHEAD_N rounds): what each part costs inside the timed calls
 #   6. probe      the paper's loop under python3 and under an embedded interpreter (pyembed_probe,
 #                 with and without an audit hook): what embedding alone costs
@@ -134,7 +134,7 @@ for step in $steps; do
             kernel_info "$k"
             for i in $(seq "${MKB_OVERHEAD_N:-1}"); do
                 grade "overhead-$label-full-$i" "$p" "$dsl" "$k" --no-baseline "${gargs[@]}"
-                for d in ${MKB_OVERHEAD_DIAGS:-no-audit no-trace no-audit,no-trace}; do
+                for d in ${MKB_OVERHEAD_DIAGS:-flush-each no-audit no-trace no-audit,no-trace}; do
                     grade "overhead-$label-${d//,/+}-$i" "$p" "$dsl" "$k" --no-baseline --diagnose "$d" "${gargs[@]}"
                 done
             done
