@@ -73,41 +73,8 @@ static struct map loads, corr;
  * call costs a table lookup, not a stack walk */
 static struct map funcs, stubs;
 
-static void map_put(struct map *m, uint64_t k, uint8_t v) {
-    if (k == 0) return;
-    if (2 * (m->n + 1) > m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 1024;
-        uint64_t *nk = calloc(cap, sizeof *nk);
-        uint8_t *nv = calloc(cap, 1);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            return;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i]) {
-                size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
-                while (nk[j]) j = (j + 1) & (cap - 1);
-                nk[j] = m->keys[i];
-                nv[j] = m->vals[i];
-            }
-        free(m->keys);
-        free(m->vals);
-        m->keys = nk;
-        m->vals = nv;
-        m->cap = cap;
-    }
-    size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
-    while (m->keys[j] && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
-    if (!m->keys[j]) m->n++;
-    m->keys[j] = k;
-    m->vals[j] = v;
-}
-
-/* An empty map with room for cap/2 keys, so that none of them makes it grow (a reallocation and
- * a rehash inside a timed call) */
-static void map_reserve(struct map *m, size_t cap) {
-    if (m->n || m->cap >= cap) return;
+/* Give m room for cap slots (a power of two), keeping its keys; on failure m stays as it was. */
+static void map_resize(struct map *m, size_t cap) {
     uint64_t *nk = calloc(cap, sizeof *nk);
     uint8_t *nv = calloc(cap, 1);
     if (!nk || !nv) {
@@ -115,11 +82,29 @@ static void map_reserve(struct map *m, size_t cap) {
         free(nv);
         return;
     }
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i]) {
+            size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            while (nk[j]) j = (j + 1) & (cap - 1);
+            nk[j] = m->keys[i];
+            nv[j] = m->vals[i];
+        }
     free(m->keys);
     free(m->vals);
     m->keys = nk;
     m->vals = nv;
     m->cap = cap;
+}
+
+static void map_put(struct map *m, uint64_t k, uint8_t v) {
+    if (k == 0) return;
+    if (2 * (m->n + 1) > m->cap) map_resize(m, m->cap ? 2 * m->cap : 1024);
+    if (2 * (m->n + 1) > m->cap) return; /* out of memory */
+    size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) m->n++;
+    m->keys[j] = k;
+    m->vals[j] = v;
 }
 
 static int map_get(const struct map *m, uint64_t k) {
@@ -519,7 +504,7 @@ enum mkb_status mkb_trace_start(void) {
         return MKB_ERR_UNSUPPORTED;
     }
     /* the correlation ids of a batch of deferred calls and the grader's launches between them */
-    map_reserve(&corr, 1u << 16);
+    map_resize(&corr, 1u << 16);
     for (int i = 0; i < TRACE_POOL_START; i++) {
         uint8_t *b = buffer_new();
         if (b) pool_free[pool_nfree++] = b;
